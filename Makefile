@@ -3,7 +3,7 @@
 #   make reproduce  set up, then run every registered figure/table notebook at the medium profile -> outputs/REPORT.md
 #   make lab        JupyterLab on the notebooks
 SHELL := /bin/bash
-PYTHON ?= python3.11
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
 BIN := $(VENV)/bin
 PROFILE ?= medium
