@@ -353,6 +353,11 @@ def run_jobs(jobs: list[Job], jobs_n: int = 1, outputs: Path | None = None, root
              timeout: float | None = None, quiet: bool = False) -> list[dict]:
     "Execute the jobs marked 'run' (in `jobs_n` processes); return their manifests."
     from tqdm import tqdm
+    for j in jobs:      # a skipped run's inputs match its good result: a failure record beside it is from a superseded version
+        stale = run_dir(j.art, j.profile, outputs).with_name(j.profile + ".failed")
+        if j.action == "skip" and stale.is_dir():
+            shutil.rmtree(stale, ignore_errors=True)
+            if not quiet: print(f"  removed {stale.name}/ of {j.art.id}: its inputs differ from the current (successful) ones")
     todo = [j for j in jobs if j.action == "run"]
     if not todo: return []
     ncpu = os.cpu_count() or 1
