@@ -308,7 +308,7 @@ def execute(job: Job,                       # the planned run
     try:
         papermill.execute_notebook(str(art.notebook), str(executed), parameters=job.params, progress_bar=False,
                                    cwd=str(art.notebook.parent), kernel_name="python3", log_output=False,
-                                   execution_timeout=timeout)
+                                   execution_timeout=timeout, extra_arguments=["--IPKernelApp.log_level=ERROR"])
         manifest["status"] = "ok"
     except PapermillExecutionError as e:
         manifest["status"] = "failed"
@@ -364,7 +364,7 @@ def run_jobs(jobs: list[Job], jobs_n: int = 1, outputs: Path | None = None, root
     threads = max(1, ncpu // max(1, min(jobs_n, len(todo))))
     args = [(j, outputs, root, threads, timeout) for j in todo]
     results = []
-    bar = tqdm(total=len(todo), desc="reproduce", unit="run", disable=quiet, dynamic_ncols=True)
+    bar = tqdm(total=len(todo), desc="reproduce", unit="run", disable=True if quiet else None, dynamic_ncols=True)  # None: a bar on a terminal only
     def _done(m):
         results.append(m); bar.update(1)
         mark = "ok" if m["status"] == "ok" else "FAILED"
