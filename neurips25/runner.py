@@ -14,10 +14,10 @@ from . import core
 
 # %% auto #0
 __all__ = ['PROFILES', 'RunnerError', 'Artefact', 'Series', 'load_registry', 'select', 'notebook_parameters', 'coerce_parameters',
-           'parse_sets', 'notebook_fingerprint', 'run_key', 'run_dir', 'read_manifest', 'Job', 'resolve_device', 'plan',
-           'git_state', 'file_records', 'execute', 'run_jobs', 'summarize', 'collect', 'render_report', 'write_report',
-           'status_rows', 'update_readme', 'sync_index', 'cmd_list', 'cmd_reproduce', 'cmd_report', 'build_parser',
-           'main']
+           'parse_sets', 'notebook_fingerprint', 'library_modules', 'run_key', 'run_dir', 'read_manifest', 'Job',
+           'resolve_device', 'plan', 'git_state', 'file_records', 'execute', 'run_jobs', 'summarize', 'collect',
+           'render_report', 'write_report', 'status_rows', 'update_readme', 'sync_index', 'cmd_list', 'cmd_reproduce',
+           'cmd_report', 'build_parser', 'main']
 
 # %% ../nbs/01_runner.ipynb #7d178ac6
 PROFILES = core.PROFILES
@@ -34,6 +34,7 @@ class Artefact:
     paper_ref: str              # "Fig. 1", "Table 2" or "ours"
     gpu: bool                   # whether the full profile needs a GPU
     profiles: dict              # profile -> parameter dict
+    module: str | None = None   # the series' subpackage (neurips25.<module>), if any
     @property
     def id(self) -> str: return f"{self.series}/{self.name}"
 
@@ -73,7 +74,7 @@ def _load_series(path: Path) -> Series:
             profiles[p] = dict(v)
         s.artefacts.append(Artefact(series=folder, name=str(name), notebook=(path.parent / a["notebook"]).resolve(),
                                     paper_ref=str(a.get("paper_ref", "ours")), gpu=bool(a.get("gpu", False)),
-                                    profiles=profiles))
+                                    profiles=profiles, module=s.module))
     return s
 
 def load_registry(root: Path | None = None,  # repository root (default: core.REPO_ROOT)
@@ -178,10 +179,18 @@ def notebook_fingerprint(nb_path: Path) -> str:
         h.update(",".join(c.get("metadata", {}).get("tags", [])).encode()); h.update(b"\1")
     return h.hexdigest()
 
+def library_modules(art: Artefact) -> list[str]:
+    "The library code a run depends on: the shared top-level modules (core, datasets, ...) and the series' subpackage."
+    pkg = Path(core.__file__).resolve().parent
+    shared = [f"neurips25.{p.stem}" for p in sorted(pkg.glob("*.py")) if p.stem not in ("__init__", "_modidx", "runner")]
+    own = [f"neurips25.{art.module}"] if art.module and (pkg / art.module).exists() else []
+    return shared + own
+
 def run_key(art: Artefact, params: dict, profile: str, device: str) -> str:
     "Content address of a run: notebook, parameters, profile, device and library code."
     blob = json.dumps({"notebook": notebook_fingerprint(art.notebook), "params": core._canonical(params),
-                       "profile": profile, "device": device, "library": core.library_hash()}, sort_keys=True)
+                       "profile": profile, "device": device, "library": core.library_hash(library_modules(art))},
+                      sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()
 
 def run_dir(art: Artefact, profile: str, outputs: Path | None = None) -> Path:
@@ -302,6 +311,7 @@ def execute(job: Job,                       # the planned run
     os.environ.update(env_keys)
     manifest = {"series": art.series, "artefact": art.name, "notebook": f"nbs/{art.series}/{art.notebook.name}",
                 "paper_ref": art.paper_ref, "profile": job.profile, "parameters": job.params, "run_key": job.key,
+                "library_modules": library_modules(art),
                 "git": git_state(root), "versions": core.package_versions(), "device": core.device_info(job.device),
                 "started": _now(), "status": None, "error": None}
     t0 = time.time()
