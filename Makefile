@@ -2,6 +2,7 @@
 #   make test       set up .venv, install data, check the library is in sync with nbs/, nbdev_test + pytest
 #   make reproduce  set up, then run every registered figure/table notebook at the medium profile -> outputs/REPORT.md
 #   make lab        JupyterLab on the notebooks
+#   make bench      the speed benchmarks of every series (one thread each)
 SHELL := /bin/bash
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
@@ -13,9 +14,10 @@ TORCH_PIN ?= torch==2.13.0
 # Data packages from Debian that some series read (see data/README.md).
 DEBIAN_DATA := dataset-fashion-mnist
 
-.PHONY: setup data test reproduce report lab sync clean-outputs help
+.PHONY: setup data test reproduce report lab bench sync clean-outputs help
 help:
-	@sed -n '2,5p' Makefile
+	@sed -n '2,6p' Makefile
+BENCHMARKS := eok iipm fair_matroid fedfact
 
 setup: $(VENV)/.installed
 
@@ -65,6 +67,10 @@ report: setup
 
 lab: setup
 	$(BIN)/jupyter lab --notebook-dir=nbs
+
+bench: setup
+	@for m in $(BENCHMARKS); do echo "== python -m neurips25.$$m.benchmark"; \
+	  OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/python -m neurips25.$$m.benchmark || exit 1; done
 
 clean-outputs:
 	rm -rf outputs/*/ outputs/REPORT.md

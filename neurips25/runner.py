@@ -318,7 +318,7 @@ def execute(job: Job,                       # the planned run
     try:
         papermill.execute_notebook(str(art.notebook), str(executed), parameters=job.params, progress_bar=False,
                                    cwd=str(art.notebook.parent), kernel_name="python3", log_output=False,
-                                   execution_timeout=timeout, extra_arguments=["--IPKernelApp.log_level=ERROR"])
+                                   execution_timeout=timeout, extra_arguments=["--IPKernelApp.log_level=CRITICAL"])  # failures surface through papermill, not the kernel log
         manifest["status"] = "ok"
     except PapermillExecutionError as e:
         manifest["status"] = "failed"
