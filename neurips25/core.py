@@ -10,10 +10,10 @@ import numpy as np
 
 # %% auto #0
 __all__ = ['REPO_ROOT', 'NBS_PATH', 'DATA_PATH', 'CACHE_PATH', 'OUTPUTS_PATH', 'SHARED_DATA', 'PROFILES', 'OKABE_ITO', 'VERDICTS',
-           'in_test', 'current_profile', 'in_notebook', 'seed_everything', 'get_device', 'set_style', 'start_run',
-           'output_dir', 'savefig', 'to_markdown', 'save_table', 'record_claim', 'library_hash', 'cache_key',
-           'cache_enabled', 'cached', 'DataFileError', 'sha256_file', 'data_file', 'progress', 'package_versions',
-           'device_info']
+           'CLAIM_KINDS', 'in_test', 'current_profile', 'in_notebook', 'seed_everything', 'get_device', 'set_style',
+           'start_run', 'output_dir', 'savefig', 'to_markdown', 'save_table', 'record_claim', 'library_hash',
+           'cache_key', 'cache_enabled', 'cached', 'DataFileError', 'sha256_file', 'data_file', 'progress',
+           'package_versions', 'device_info']
 
 # %% ../nbs/00_core.ipynb #489fb321
 def _find_repo_root() -> Path:
@@ -214,6 +214,7 @@ def save_table(df,                     # a pandas DataFrame
 
 # %% ../nbs/00_core.ipynb #b379e095
 VERDICTS = ("reproduced", "partly", "not reproduced", "not comparable")
+CLAIM_KINDS = ("preregistered", "exploratory")  # an exploratory claim never changes a pre-registered verdict
 
 def record_claim(id: str,         # short identifier, unique within the artefact
                  statement: str,  # the paper's claim, in words (with where it is made)
@@ -221,9 +222,20 @@ def record_claim(id: str,         # short identifier, unique within the artefact
                  ours: Any,       # what we measured (a string with units, or a number)
                  criterion: str,  # the test applied, fixed before the run
                  verdict: str,    # reproduced | partly | not reproduced | not comparable
+                 kind: str = "preregistered",  # preregistered (criterion fixed before any run) | exploratory (chosen after seeing results)
+                 seeds: Sequence[int] | None = None,  # the seeds the claim was measured over, if any
+                 interval: Sequence[float] | None = None,  # (low, high) interval around `ours`, e.g. mean ± 2 SE, if any
                 ) -> dict:
     "Add or replace claim `id` in the run's claims.json; return the record."
     if verdict not in VERDICTS: raise ValueError(f"verdict {verdict!r} is not one of {VERDICTS}")
+    if kind not in CLAIM_KINDS: raise ValueError(f"claim kind {kind!r} is not one of {CLAIM_KINDS}")
+    if seeds is not None:
+        seeds = [int(s) for s in seeds]
+        if not seeds: raise ValueError("seeds, when given, must list at least one seed")
+    if interval is not None:
+        interval = [float(v) for v in interval]
+        if len(interval) != 2 or not all(np.isfinite(interval)) or interval[0] > interval[1]:
+            raise ValueError(f"interval must be two finite numbers (low <= high), got {interval}")
     for k, v in dict(id=id, statement=statement, criterion=criterion).items():
         if not isinstance(v, str) or not v.strip(): raise ValueError(f"claim field {k!r} must be a non-empty string")
     def _plain(v):
@@ -231,12 +243,14 @@ def record_claim(id: str,         # short identifier, unique within the artefact
         if isinstance(v, (str, int, float)) or v is None: return v
         return str(v)
     rec = dict(id=id, statement=statement, paper=_plain(paper), ours=_plain(ours), criterion=criterion, verdict=verdict,
-               profile=current_profile())
+               kind=kind, profile=current_profile())
+    if seeds is not None: rec["seeds"] = seeds
+    if interval is not None: rec["interval"] = interval
     path = output_dir() / "claims.json"
     claims = json.loads(path.read_text()) if path.exists() else []
     claims = [c for c in claims if c["id"] != id] + [rec]
     _atomic_write_bytes(path, (json.dumps(claims, indent=1, ensure_ascii=False) + "\n").encode())
-    print(f"[claim] {id}: {verdict} — ours {rec['ours']} vs paper {rec['paper']}")
+    print(f"[claim{'' if kind == 'preregistered' else ', ' + kind}] {id}: {verdict} — ours {rec['ours']} vs paper {rec['paper']}")
     return rec
 
 # %% ../nbs/00_core.ipynb #10da798c
