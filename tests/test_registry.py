@@ -8,12 +8,18 @@ import pytest
 from neurips25 import core
 from neurips25.runner import load_registry, notebook_parameters, coerce_parameters, PROFILES
 
-REGISTRY = load_registry(core.REPO_ROOT)
+ERRORS: dict = {}
+REGISTRY = load_registry(core.REPO_ROOT, errors=ERRORS)     # a broken runs.yaml fails one test, not the collection
 ARTEFACTS = [a for s in REGISTRY for a in s.artefacts]
 
 
 def test_registry_is_not_empty():
     assert ARTEFACTS, "no runs.yaml found under nbs/"
+
+
+@pytest.mark.parametrize("folder", sorted(ERRORS) or ["-"])
+def test_every_runs_yaml_is_valid(folder):
+    assert folder not in ERRORS, ERRORS.get(folder)
 
 
 @pytest.mark.parametrize("art", ARTEFACTS, ids=[a.id for a in ARTEFACTS])
@@ -23,14 +29,16 @@ def test_notebook_exists_has_parameters_and_profiles_fit(art):
     for p in PROFILES: coerce_parameters(art.profiles[p], declared, f"{art.id} [{p}]")
     # the small profile IS the notebook's defaults (nbdev_test runs the defaults)
     for k, v in art.profiles["small"].items():
-        assert declared[k]["default"] == v, f"{art.id}: small {k}={v!r} but the notebook's default is {declared[k]['default']!r}"
+        assert declared[k]["default"] == v, \
+            f"{art.id}: small {k}={v!r} but the notebook's default is {declared[k]['default']!r}"
 
 
 @pytest.mark.parametrize("art", ARTEFACTS, ids=[a.id for a in ARTEFACTS])
 def test_figure_notebook_declares_its_artefact_and_exports_nothing(art):
     nb = nbformat.read(art.notebook, as_version=4)
     src = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
-    assert f'start_run("{art.series}", "{art.name}")' in src, f"{art.id}: notebook must call start_run(\"{art.series}\", \"{art.name}\")"
+    assert f'start_run("{art.series}", "{art.name}")' in src, \
+        f"{art.id}: notebook must call start_run(\"{art.series}\", \"{art.name}\")"
     assert "#| export" not in src and "#| default_exp" not in src, f"{art.id}: figure notebooks export nothing"
     params = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])][0]
     for line in params.source.splitlines():
@@ -48,4 +56,4 @@ def test_index_notebook_carries_the_readme():
     nb = nbformat.read(core.REPO_ROOT / "nbs" / "index.ipynb", as_version=4)
     md = [c for c in nb.cells if c.cell_type == "markdown"]
     assert md and md[0].source == (core.REPO_ROOT / "README.md").read_text(), \
-        "nbs/index.ipynb differs from README.md: run `neurips25 report --readme README.md` (it syncs both)"
+            "nbs/index.ipynb differs from README.md: run `neurips25 report --readme README.md` (it syncs both)"

@@ -1,154 +1,324 @@
-"""End-to-end tests of the papermill runner and the `neurips25` CLI on tiny fixture notebooks."""
-import json, hashlib
+"""End-to-end tests of the runner and the `neurips25` CLI on tiny fixture notebooks (kernels only where needed)."""
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from conftest import run_cli, write_notebook
+from conftest import RUNS, cli, out_dir, popen_cli, run_cli, write_notebook
+from neurips25.runner.executors import kernel_threads, plan, run_jobs
+from neurips25.runner.report import render_report, status_rows
+from neurips25.runner.store import failed_dir
 
 
+def manifest(d: Path) -> dict:
+    return json.loads((d / "manifest.json").read_text())
 
-def out_dir(root, art, profile): return root / "outputs" / "p98_fix" / art / profile
+
+def leftovers(root: Path) -> list[str]:
+    return sorted(p.name for p in (root / "outputs").rglob(".*") if p.name.startswith((".tmp-", ".old-")))
 
 
-def test_parameters_are_injected_per_profile_and_by_set(fixture_repo):
-    r = run_cli(fixture_repo, "reproduce", "p98/fig_a", "--profile", "medium", "--set", "scale=2", "--device", "cpu")
+# --- parameters -----------------------------------------------------------------------------------------------------
+
+def test_set_is_parsed_by_declared_type_recorded_and_stored_apart(fixture_repo):
+    # defect 5: label=007 stays "007", n=007 is 7; effective parameters recorded; the run never passes as `medium`
+    r = run_cli(fixture_repo, "reproduce", "p98/fig_a", "--profile", "medium", "--set", "scale=2", "--set", "label=007",
+                "--device", "cpu")
     assert r.returncode == 0, r.stdout + r.stderr
-    t = pd.read_csv(out_dir(fixture_repo, "fig_a", "medium") / "params.csv")
-    assert (t.n[0], t.scale[0], t.label[0]) == (30, 2.0, "med")          # runs.yaml medium + --set (int 2 -> float)
-    m = json.loads((out_dir(fixture_repo, "fig_a", "medium") / "manifest.json").read_text())
-    assert m["parameters"] == {"n": 30, "label": "med", "scale": 2.0}
-    # the executed notebook holds papermill's injected cell with our values
-    nb = json.loads((out_dir(fixture_repo, "fig_a", "medium") / "10_fig_a.ipynb").read_text())
+    (d,) = (fixture_repo / "outputs" / "p98_fix" / "fig_a").glob("medium.set-*")
+    assert not out_dir(fixture_repo, "fig_a", "medium").exists()
+    t = pd.read_csv(d / "params.csv", dtype={"label": str})
+    assert (t.n[0], t.scale[0], t.label[0]) == (30, 2.0, "007")
+    m = manifest(d)
+    assert m["parameters"] == {"n": 30, "label": "007", "scale": 2.0}
+    assert m["effective_parameters"] == {"n": 30, "scale": 2.0, "label": "007", "fail": False, "sleep": 0.0}
+    assert m["overrides"] == {"scale": "2", "label": "007"} and m["slot"] == d.name
+    nb = json.loads((d / "10_fig_a.ipynb").read_text())
     injected = [c for c in nb["cells"] if "injected-parameters" in c["metadata"].get("tags", [])]
-    assert len(injected) == 1 and "n = 30" in "".join(injected[0]["source"])
-
-
-def test_unknown_parameter_is_rejected_before_running(fixture_repo):
-    r = run_cli(fixture_repo, "reproduce", "p98", "--profile", "small", "--set", "n_sample=5")
-    assert r.returncode == 2
-    assert "unknown parameter(s) ['n_sample']" in r.stderr
-    assert not (fixture_repo / "outputs" / "p98_fix").exists()        # nothing ran
-
-
-def test_wrong_type_is_rejected(fixture_repo):
-    r = run_cli(fixture_repo, "reproduce", "p98/fig_a", "--profile", "small", "--set", "n=0.5")
-    assert r.returncode == 2 and "declared int" in r.stderr
-
-
-def test_unknown_key_in_runs_yaml_is_rejected(fixture_repo):
-    y = fixture_repo / "nbs" / "p98_fix" / "runs.yaml"
-    y.write_text(y.read_text().replace("medium: {n: 30, label: med}", "medium: {n: 30, n_splits: 4}"))
-    r = run_cli(fixture_repo, "reproduce", "p98", "--dry-run")
-    assert r.returncode == 2 and "unknown parameter(s) ['n_splits']" in r.stderr
-
-
-def test_lost_parameters_tag_is_detected(fixture_repo):
-    write_notebook(fixture_repo / "nbs" / "p98_fix" / "10_fig_a.ipynb", "fig_a", tagged=False)
-    r = run_cli(fixture_repo, "reproduce", "p98/fig_a", "--profile", "small")
-    assert r.returncode == 2
-    assert "no cell is tagged 'parameters'" in r.stderr
-
-
-def test_failure_is_reported_others_succeed_and_old_result_survives(fixture_repo):
-    r = run_cli(fixture_repo, "reproduce", "p98", "--profile", "small", "--jobs", "2", "--device", "cpu")
-    assert r.returncode == 0, r.stdout + r.stderr
-    good = out_dir(fixture_repo, "fig_a", "small")
-    before = {p.name: p.read_bytes() for p in good.iterdir()}
-    # make fig_a fail (its notebook changes, so it is rerun); tab_b is forced and succeeds
-    write_notebook(fixture_repo / "nbs" / "p98_fix" / "10_fig_a.ipynb", "fig_a", extra="raise RuntimeError('late failure')\n")
-    r = run_cli(fixture_repo, "reproduce", "p98", "--profile", "small", "--jobs", "2", "--force", "--device", "cpu")
-    assert r.returncode == 1
-    assert "1 ok, 1 failed" in r.stdout
-    line = [l for l in r.stdout.splitlines() if "FAILED nbs/p98_fix/10_fig_a.ipynb" in l]
-    assert line and "cell 2" in line[0] and "RuntimeError: late failure" in line[0], r.stdout
-    assert {p.name: p.read_bytes() for p in good.iterdir()} == before          # the good result is untouched
-    failed = good.with_name("small.failed")
-    m = json.loads((failed / "manifest.json").read_text())
-    assert m["status"] == "failed" and m["error"]["ename"] == "RuntimeError" and m["error"]["cell_index"] == 2
-    assert (failed / "10_fig_a.ipynb").is_file()
-    assert json.loads((out_dir(fixture_repo, "tab_b", "small") / "manifest.json").read_text())["status"] == "ok"
-    assert not list((fixture_repo / "outputs" / "p98_fix" / "fig_a").glob(".tmp-*"))   # no temporary leftovers
-    report = (fixture_repo / "outputs" / "REPORT.md").read_text()
-    assert "**failed** (cell 2: RuntimeError: late failure); last good result kept" in report
-    # a later success clears the failure marker
-    write_notebook(fixture_repo / "nbs" / "p98_fix" / "10_fig_a.ipynb", "fig_a")
-    r = run_cli(fixture_repo, "reproduce", "p98/fig_a", "--profile", "small", "--device", "cpu")
-    assert r.returncode == 0 and not failed.exists()
-
-
-def test_skip_if_unchanged_and_force(fixture_repo):
-    args = ("reproduce", "p98/tab_b", "--profile", "medium", "--device", "cpu")
-    r1 = run_cli(fixture_repo, *args); assert r1.returncode == 0 and "1 ok, 0 failed, 0 skipped" in r1.stdout
-    m1 = json.loads((out_dir(fixture_repo, "tab_b", "medium") / "manifest.json").read_text())
-    r2 = run_cli(fixture_repo, *args); assert "0 ok, 0 failed, 1 skipped" in r2.stdout and "unchanged since its last success" in r2.stdout
-    assert json.loads((out_dir(fixture_repo, "tab_b", "medium") / "manifest.json").read_text())["started"] == m1["started"]
-    r3 = run_cli(fixture_repo, *args, "--force"); assert "1 ok, 0 failed, 0 skipped" in r3.stdout
-    r4 = run_cli(fixture_repo, *args, "--set", "n=6"); assert "1 ok" in r4.stdout        # a parameter changed
-    nb = fixture_repo / "nbs" / "p98_fix" / "11_tab_b.ipynb"
-    write_notebook(nb, "tab_b", extra="x = 1\n")
-    r5 = run_cli(fixture_repo, "reproduce", "p98/tab_b", "--profile", "medium", "--device", "cpu", "--dry-run")
-    assert "RUN  p98_fix/tab_b" in r5.stdout and "changed since the last success" in r5.stdout
-
-
-def test_manifest_fields_and_hashes(fixture_repo):
-    r = run_cli(fixture_repo, "reproduce", "p98/fig_a", "--profile", "small", "--device", "cpu")
-    assert r.returncode == 0, r.stderr
-    d = out_dir(fixture_repo, "fig_a", "small")
-    m = json.loads((d / "manifest.json").read_text())
-    for k in ("series", "artefact", "notebook", "paper_ref", "profile", "parameters", "run_key", "git", "versions",
-              "device", "started", "finished", "duration_s", "status", "error", "files", "claims"):
-        assert k in m, k
-    assert (m["series"], m["artefact"], m["profile"], m["status"], m["claims"]) == ("p98_fix", "fig_a", "small", "ok", 1)
-    assert set(m["git"]) == {"commit", "dirty"} and m["device"]["device"] == "cpu"
-    assert m["versions"]["papermill"] != "absent" and len(m["run_key"]) == 64
-    names = {f["path"] for f in m["files"]}
-    assert names == {"10_fig_a.ipynb", "params.csv", "params.md", "claims.json"}
-    for f in m["files"]:
-        data = (d / f["path"]).read_bytes()
-        assert hashlib.sha256(data).hexdigest() == f["sha256"] and len(data) == f["bytes"]
-
-
-def test_report_rendering_and_readme_status(fixture_repo):
-    assert run_cli(fixture_repo, "reproduce", "p98", "--profile", "small", "--device", "cpu").returncode == 0
+    assert len(injected) == 1 and "label = \"007\"" in "".join(injected[0]["source"])
+    assert m["threads"]["requested"] == 1 and m["threads"]["kernel"]["omp_num_threads"] == "1"   # defect 8
     rep = (fixture_repo / "outputs" / "REPORT.md").read_text()
-    assert "## <a id=\"p98_fix\"></a>P98 — Fixture paper" in rep
-    assert "| fig_a | Fig. 1 | small | ok |" in rep and "| tab_b | Table 2 | small | ok |" in rep
-    assert "[params.md](p98_fix/fig_a/small/params.md)" in rep
-    assert "| fig_a | small | **n_positive**: n is positive | qualitative | 3 | n > 0 | reproduced |" in rep
-    assert "| **total** | | 2 | 0 | 0 | 2 | 0 | 0 | 0 |" in rep
-    readme = fixture_repo / "README.md"
-    readme.write_text("# x\n<!-- status:start -->\n| P98 | Fixture | `nbs/p98_fix/` | not run yet |\n<!-- status:end -->\n")
-    r = run_cli(fixture_repo, "report", "--readme", str(readme))
-    assert r.returncode == 0 and "2/2 artefacts (small); claims: 2 reproduced" in readme.read_text()
+    assert "Runs with `--set` overrides" in rep and f"| fig_a | {d.name} | scale=2, label=007 | ok |" in rep
+    assert "| P98 Fixture paper | [p98_fix](#p98_fix) | 0 | 0 | 2 |" in rep          # not counted as the profile
+    assert status_rows(fixture_repo, fixture_repo / "outputs")["p98_fix"] == "not run yet"
+
+
+def test_set_values_by_type_without_running(fixture_repo):
+    rc, out, err = cli(fixture_repo, "reproduce", "p98/fig_a", "--set", "label=true", "--set", "n=007", "--dry-run")
+    assert rc == 0 and '"label": "true"' in out and '"n": 7' in out, out + err
+    for bad, msg in [("scale=inf", "'inf' is not a finite number"), ("scale=nan", "is not a finite number"),
+                     ("n=0.5", "'0.5' is not a valid int"), ("fail=maybe", "'maybe' is not a valid bool"),
+                     ("n_sample=5", "unknown parameter(s) ['n_sample']")]:
+        rc, out, err = cli(fixture_repo, "reproduce", "p98", "--set", bad, "--dry-run")
+        assert rc == 2 and msg in err, (bad, err)
+    assert not (fixture_repo / "outputs").exists()
+
+
+def test_runs_yaml_and_notebook_errors_are_reported_before_running(fixture_repo):
+    y = fixture_repo / "nbs" / "p98_fix" / "runs.yaml"
+    y.write_text(RUNS.replace("medium: {n: 30, label: med}", "medium: {n: 30, n_splits: 4}"))
+    rc, _, err = cli(fixture_repo, "reproduce", "p98", "--dry-run")
+    assert rc == 2 and "unknown parameter(s) ['n_splits']" in err
+    y.write_text(RUNS)
+    write_notebook(fixture_repo / "nbs" / "p98_fix" / "10_fig_a.ipynb", "fig_a", tagged=False)
+    rc, _, err = cli(fixture_repo, "reproduce", "p98/fig_a", "--profile", "small")
+    assert rc == 2 and "no cell is tagged 'parameters'" in err
+
+
+@pytest.mark.parametrize("old,new,msg", [
+    ("module: fix", "modul: fix", "unknown top-level keys ['modul']"),
+    ("gpu: true", 'gpu: "no"', "'gpu' must be true or false"),
+    ("  tab_b:", "  ../../x:", "artefact names are letters, digits"),
+    ("11_tab_b.ipynb", "../p97/11_tab_b.ipynb", "is not in the series folder"),
+    ("full: {n: 50}", "full: {n: .inf}", "is not a finite number"),
+])
+def test_runs_yaml_validation_and_one_bad_series_does_not_block_others(fixture_repo, old, new, msg):
+    # defect 6: strict validation, but only the broken series is skipped
+    bad = fixture_repo / "nbs" / "p96_bad"
+    bad.mkdir()
+    (bad / "runs.yaml").write_text(RUNS.replace("p98_fix", "p96_bad").replace(old, new))
+    rc, out, err = cli(fixture_repo, "reproduce", "p98", "--dry-run", "--profile", "small")
+    assert rc == 0 and out.count("RUN ") == 2, err
+    rc, out, err = cli(fixture_repo, "reproduce", "p96", "--dry-run")
+    assert rc == 2 and msg in err and "p96_bad/runs.yaml" in err
+    rc, out, err = cli(fixture_repo, "reproduce", "--dry-run", "--profile", "small")     # all: the others still plan
+    assert rc == 2 and out.count("RUN ") == 2 and "skipped series p96_bad" in err and msg in err
+    rc, out, err = cli(fixture_repo, "list")
+    assert rc == 2 and "p98_fix" in out and msg in err
+
+
+def test_unannotated_parameter_is_rejected(fixture_repo):
+    nb = fixture_repo / "nbs" / "p98_fix" / "10_fig_a.ipynb"
+    nb.write_text(nb.read_text().replace("n: int = 3", "n = 3"))
+    rc, _, err = cli(fixture_repo, "reproduce", "p98/fig_a", "--dry-run")
+    assert rc == 2 and "parameter 'n' is declared 'None'; annotate it" in err
 
 
 def test_selectors_and_gpu_flag(fixture_repo):
-    r = run_cli(fixture_repo, "reproduce", "fix", "--dry-run", "--profile", "small")
-    assert r.returncode == 0 and r.stdout.count("RUN ") == 2
-    r = run_cli(fixture_repo, "reproduce", "p99", "--dry-run")
-    assert r.returncode == 2 and "unknown series 'p99'" in r.stderr
-    r = run_cli(fixture_repo, "reproduce", "p98_fix/tab_b", "--profile", "full", "--dry-run")
-    try:
-        import torch; has_cuda = torch.cuda.is_available()
-    except ImportError: has_cuda = False
-    if not has_cuda:
-        assert r.returncode == 2 and "needs a GPU" in r.stderr
-        r = run_cli(fixture_repo, "reproduce", "p98_fix/tab_b", "--profile", "full", "--dry-run", "--device", "cpu")
-        assert r.returncode == 0
-        r = run_cli(fixture_repo, "reproduce", "p98", "--device", "cuda", "--dry-run")
-        assert r.returncode == 2 and "CUDA is not available" in r.stderr
-
-
-def test_notebook_declaring_another_artefact_fails(fixture_repo):
-    # tab_b's notebook claims to be fig_a: core.start_run refuses, so a mis-registered notebook cannot write elsewhere
-    write_notebook(fixture_repo / "nbs" / "p98_fix" / "11_tab_b.ipynb", "fig_a")
-    r = run_cli(fixture_repo, "reproduce", "p98/tab_b", "--profile", "small", "--device", "cpu")
-    assert r.returncode == 1 and "registered it as p98_fix/tab_b" in r.stdout
+    rc, out, _ = cli(fixture_repo, "reproduce", "p98_fix", "--dry-run", "--profile", "small")
+    assert rc == 0 and out.count("RUN ") == 2
+    rc, _, err = cli(fixture_repo, "reproduce", "p99", "--dry-run")
+    assert rc == 2 and "unknown series 'p99'" in err
+    import torch
+    if not torch.cuda.is_available():
+        rc, _, err = cli(fixture_repo, "reproduce", "p98_fix/tab_b", "--profile", "full", "--dry-run")
+        assert rc == 2 and "needs a GPU" in err
+        rc, _, _ = cli(fixture_repo, "reproduce", "p98_fix/tab_b", "--profile", "full", "--dry-run", "--device", "cpu")
+        assert rc == 0
+        rc, _, err = cli(fixture_repo, "reproduce", "p98", "--device", "cuda", "--dry-run")
+        assert rc == 2 and "CUDA is not available" in err
 
 
 def test_list(fixture_repo):
-    r = run_cli(fixture_repo, "list")
-    assert r.returncode == 0
-    assert "p98_fix" in r.stdout and "fig_a" in r.stdout and "gpu=yes" in r.stdout and "parameters: n, scale, label, fail" in r.stdout
+    rc, out, _ = cli(fixture_repo, "list")
+    assert rc == 0 and "p98_fix" in out and "fig_a" in out and "gpu=yes" in out
+    assert "parameters: n, scale, label, fail, sleep" in out
+
+
+# --- results on disk ------------------------------------------------------------------------------------------------
+
+def test_manifest_fields_and_hashes(ran_small):
+    d = out_dir(ran_small, "fig_a", "small")
+    m = manifest(d)
+    for k in ("series", "artefact", "notebook", "paper_ref", "profile", "parameters", "effective_parameters",
+              "overrides", "run_key", "git", "versions", "device", "started", "finished", "duration_s", "status",
+              "error", "files", "claims", "threads"):
+        assert k in m, k
+    assert (m["series"], m["artefact"], m["profile"], m["status"]) == ("p98_fix", "fig_a", "small", "ok")
+    assert m["claims"] == 1
+    assert set(m["git"]) == {"commit", "dirty"} and m["device"]["device"] == "cpu"
+    assert m["versions"]["papermill"] != "absent" and len(m["run_key"]) == 64
+    assert {f["path"] for f in m["files"]} == {"10_fig_a.ipynb", "params.csv", "params.md", "claims.json"}
+    for f in m["files"]:
+        data = (d / f["path"]).read_bytes()
+        assert hashlib.sha256(data).hexdigest() == f["sha256"] and len(data) == f["bytes"]
+    # defect 8: two parallel runs on this machine's usable CPUs, unless OMP_NUM_THREADS is set (run_cli sets 1)
+    assert m["threads"]["requested"] == 1 and m["threads"]["kernel"]["blas"]
+
+
+def test_failure_is_reported_others_succeed_and_old_result_survives(ran_small):
+    good = out_dir(ran_small, "fig_a", "small")
+    before = {p.name: p.read_bytes() for p in good.iterdir()}
+    write_notebook(ran_small / "nbs" / "p98_fix" / "10_fig_a.ipynb", "fig_a", extra="raise RuntimeError('late')\n")
+    r = run_cli(ran_small, "reproduce", "p98", "--profile", "small", "--jobs", "2", "--force", "--device", "cpu")
+    assert r.returncode == 1 and "1 ok, 1 failed" in r.stdout, r.stdout + r.stderr
+    line = [x for x in r.stdout.splitlines() if "FAILED nbs/p98_fix/10_fig_a.ipynb" in x]
+    assert line and "cell 2" in line[0] and "RuntimeError: late" in line[0], r.stdout
+    assert {p.name: p.read_bytes() for p in good.iterdir()} == before          # the good result is untouched
+    m = manifest(failed_dir(good))
+    assert m["status"] == "failed" and m["error"]["ename"] == "RuntimeError" and m["error"]["cell_index"] == 2
+    assert (failed_dir(good) / "10_fig_a.ipynb").is_file() and not leftovers(ran_small)
+    report = (ran_small / "outputs" / "REPORT.md").read_text()
+    assert "**failed** (cell 2: RuntimeError: late); last good result kept" in report
+    write_notebook(ran_small / "nbs" / "p98_fix" / "10_fig_a.ipynb", "fig_a")          # a later success clears it
+    r = run_cli(ran_small, "reproduce", "p98/fig_a", "--profile", "small", "--device", "cpu")
+    assert r.returncode == 0 and not failed_dir(good).exists()
+
+
+def test_skip_if_unchanged_and_force(ran_small):
+    args = ("reproduce", "p98/tab_b", "--profile", "small", "--device", "cpu")
+    m1 = manifest(out_dir(ran_small, "tab_b", "small"))
+    rc, out, _ = cli(ran_small, *args)
+    assert "0 ok, 0 failed, 1 skipped" in out and "unchanged since its last success" in out
+    assert manifest(out_dir(ran_small, "tab_b", "small"))["started"] == m1["started"]
+    r = run_cli(ran_small, *args, "--force")
+    assert "1 ok, 0 failed, 0 skipped" in r.stdout
+    write_notebook(ran_small / "nbs" / "p98_fix" / "11_tab_b.ipynb", "tab_b", extra="x = 1\n")
+    rc, out, _ = cli(ran_small, *args, "--dry-run")
+    assert "RUN  p98_fix/tab_b" in out and "changed since the last success" in out
+
+
+def test_failure_with_the_same_run_key_is_kept(ran_small):
+    # defect 4: a failure of the very inputs of the good result (a flaky run) is evidence, not a superseded version
+    (job,) = plan(["p98/fig_a"], "small", None, "cpu", root=ran_small, outputs=ran_small / "outputs")
+    assert job.action == "skip"
+    failed = failed_dir(out_dir(ran_small, "fig_a", "small"))
+    failed.mkdir()
+    (failed / "manifest.json").write_text(json.dumps({"status": "failed", "run_key": job.key, "started": "9999"}))
+    run_jobs([job], outputs=ran_small / "outputs", quiet=True)
+    assert failed.is_dir()
+    (failed / "manifest.json").write_text(json.dumps({"status": "failed", "run_key": "0" * 64, "started": "9999"}))
+    run_jobs([job], outputs=ran_small / "outputs", quiet=True)
+    assert not failed.exists()                              # a superseded version's failure goes
+
+
+def test_report_rendering_and_readme_status(ran_small):
+    rep = (ran_small / "outputs" / "REPORT.md").read_text()
+    assert "## <a id=\"p98_fix\"></a>P98 — Fixture paper" in rep
+    assert "| fig_a | Fig. 1 | small | ✓ | ok |" in rep and "| tab_b | Table 2 | small | ✓ | ok |" in rep
+    assert "[params.md](p98_fix/fig_a/small/params.md)" in rep
+    assert ("| fig_a | small | preregistered | **n_positive**: n is positive | qualitative | 3 | — | — | n > 0 | "
+            "reproduced |") in rep
+    assert "| **total** | | 2 | 0 | 0 | 2 | 0 | 0 | 0 | 0 |" in rep
+    readme = ran_small / "README.md"
+    readme.write_text("# x\n<!-- status:start -->\n| P98 | Fixture | `nbs/p98_fix/` | not run yet |\n"
+                      "<!-- status:end -->\n")
+    rc, out, _ = cli(ran_small, "report", "--readme", str(readme))
+    assert rc == 0 and "2/2 artefacts (small); claims: 2 reproduced |" in readme.read_text()
+
+
+def _fake(root, art, slot, status="ok", claims=(), **kw):
+    d = out_dir(root, art, slot)
+    d = failed_dir(d) if status == "failed" else d
+    d.mkdir(parents=True)
+    (d / "manifest.json").write_text(json.dumps({"status": status, "started": "2025-01-01", **kw}))
+    (d / "claims.json").write_text(json.dumps(list(claims)))
+
+
+def test_report_escapes_counts_once_at_best_profile_and_separates_claim_kinds(fixture_repo):
+    # defect 7 and claim kinds: no kernel, manifests written by hand (old claims without `kind` are pre-registered)
+    c = dict(statement="a | b\nc", paper="x|y", ours="1\n2", criterion="p | q")
+    _fake(fixture_repo, "fig_a", "small", claims=[dict(id="k", verdict="not reproduced", **c)], duration_s=3)
+    _fake(fixture_repo, "fig_a", "medium", duration_s=9, claims=[
+        dict(id="k", verdict="reproduced", **c),
+        dict(id="k2", verdict="partly", kind="exploratory", seeds=[0, 1, 2, 3, 4, 5], interval=[0.25, 0.75], **c)])
+    _fake(fixture_repo, "tab_b", "small", "failed", duration_s=42,
+          error={"cell_index": 2, "ename": "ValueError", "evalue": "bad | value\nsecond line"})
+    rep = render_report(fixture_repo, fixture_repo / "outputs")
+    assert "| P98 Fixture paper | [p98_fix](#p98_fix) | 1 | 1 | 0 | 1 | 0 | 0 | 0 | 1 |" in rep   # once, at medium
+    assert "| **total** | | 1 | 1 | 0 | 1 | 0 | 0 | 0 | 1 |" in rep
+    assert "| tab_b | Table 2 | small | ✓ | **failed** (cell 2: ValueError: bad \\| value second line) | 42 s |" \
+        in rep
+    assert "| fig_a | Fig. 1 | small |  | ok | 3 s |" in rep and "| fig_a | Fig. 1 | medium | ✓ | ok | 9 s |" in rep
+    row = ("| fig_a | medium | exploratory | **k2**: a \\| b c | x\\|y | 1 2 | [0.25, 0.75] | 6 (0, 1, 2, 3, 4, …) | "
+           "p \\| q | *partly* |")
+    assert row in rep
+    assert "| fig_a | small | preregistered |" not in rep                       # claims only at the best profile
+    for line in rep.splitlines():
+        if line.startswith("| fig_a | medium |") or line.startswith("| tab_b |"):
+            assert len(line.replace("\\|", "").split("|")) in (10, 12), line  # no cell broke its row
+    assert status_rows(fixture_repo, fixture_repo / "outputs")["p98_fix"] == \
+        "1/2 artefacts (medium); claims: 1 reproduced; exploratory: 1 partly"
+
+
+# --- paths, signals, locks, filesystem errors -----------------------------------------------------------------------
+
+def test_relative_paths_and_a_run_without_outputs(fixture_repo):
+    # defect 1: --root . and --outputs relout resolve against the cwd, never the kernel's (the notebook folder);
+    # a notebook that records nothing is a failure, and the good result stays. Also: stale leftovers are swept.
+    write_notebook(fixture_repo / "nbs" / "p98_fix" / "11_tab_b.ipynb", "tab_b", body="x = 1\n")
+    rel = fixture_repo / "relout" / "p98_fix"
+    good = rel / "tab_b" / "small"
+    good.mkdir(parents=True)
+    (good / "manifest.json").write_text(json.dumps({"status": "ok", "run_key": "old", "started": "2025"}))
+    (rel / "fig_a" / ".tmp-small-stale").mkdir(parents=True)
+    (rel / "fig_a" / ".old-small-123").mkdir()
+    r = run_cli(fixture_repo, "--outputs", "relout", "reproduce", "p98", "--profile", "small", "--device", "cpu",
+                root_arg=".", cwd=fixture_repo)
+    assert r.returncode == 1 and "1 ok, 1 failed" in r.stdout, r.stdout + r.stderr
+    assert "NoOutputs: the notebook ran but recorded no outputs" in r.stdout
+    assert manifest(rel / "fig_a" / "small")["status"] == "ok" and (rel / "fig_a" / "small" / "params.csv").is_file()
+    assert manifest(good)["run_key"] == "old"                                    # the earlier result is kept
+    assert manifest(failed_dir(good))["error"]["ename"] == "NoOutputs"
+    assert not list((fixture_repo / "nbs").rglob("relout")) and not list((fixture_repo / "nbs").rglob("outputs"))
+    assert sorted(p.name for p in (rel / "fig_a").iterdir()) == [".lock-small", "small"]      # swept
+    assert (fixture_repo / "relout" / "REPORT.md").is_file()
+
+
+def test_unwritable_outputs_is_one_clear_message(fixture_repo):
+    (fixture_repo / "afile").write_text("not a folder")
+    rc, out, err = cli(fixture_repo, "--outputs", str(fixture_repo / "afile" / "out"), "reproduce", "p98/fig_a",
+                       "--profile", "small")
+    assert rc == 1 and "FAILED" in out and "StoreError: cannot write under" in out and "Traceback" not in out + err
+    assert "cannot write" in err or "Not a directory" in err                     # the report cannot be written either
+
+
+def _wait_for(pred, timeout=60.0):
+    t0 = time.time()
+    while time.time() - t0 < timeout:
+        if pred():
+            return True
+        time.sleep(0.2)
+    return False
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_sigterm_stops_workers_and_kernels_and_installs_nothing(fixture_repo, jobs):
+    # defect 2: SIGTERM like Ctrl-C; with --jobs 2 no orphaned worker installs a result later
+    t0 = time.time()
+    p = popen_cli(fixture_repo, "reproduce", "p98", "--profile", "small", "--jobs", jobs, "--device", "cpu",
+                  "--set", "sleep=4")
+    base = fixture_repo / "outputs" / "p98_fix"
+    started = lambda: len(list(base.glob("*/.tmp-*/1*.ipynb"))) >= int(jobs)
+    assert _wait_for(started), p.communicate(timeout=30)
+    time.sleep(0.5)
+    t_signal = time.time()
+    p.send_signal(signal.SIGTERM)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 143 and "terminated (SIGTERM)" in err and "Traceback" not in err, out + err
+    assert not leftovers(fixture_repo)
+    time.sleep(max(0.0, t_signal + 4 + 2 - time.time()))   # past the notebooks' sleep: nothing may appear later
+    assert not list(base.rglob("manifest.json")) and not leftovers(fixture_repo)
+
+
+def test_two_runners_on_one_artefact_do_not_race(fixture_repo):
+    # defect 3: started together, both plan the run; one takes the slot's lock, the other waits, then finds the
+    # first one's result (same run key) and skips it; no "Directory not empty", no leftovers
+    args = ("reproduce", "p98/fig_a", "--profile", "small", "--device", "cpu", "--set", "sleep=5")
+    procs = [popen_cli(fixture_repo, *args), popen_cli(fixture_repo, *args)]
+    outs = [p.communicate(timeout=180) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    text = sorted(o for o, _ in outs)
+    assert all("RUN  p98_fix/fig_a" in o for o in text), text
+    ran = [o for o in text if "1 ok, 0 failed, 0 skipped" in o]
+    waited = [o for o in text if "0 ok, 0 failed, 1 skipped" in o and "waiting:" in o]
+    assert len(ran) == 1 and len(waited) == 1, text
+    (d,) = (fixture_repo / "outputs" / "p98_fix" / "fig_a").glob("small.set-*")
+    assert manifest(d)["status"] == "ok" and not leftovers(fixture_repo)
+
+
+def test_kernel_threads_respect_omp_and_affinity(monkeypatch):
+    # defect 8
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert kernel_threads(2) == 3
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3, 4, 5}, raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 64)
+    assert kernel_threads(1) == 6 and kernel_threads(4) == 1 and kernel_threads(2) == 3

@@ -1,0 +1,84 @@
+"""The Dask executor end to end: a LocalCluster of 2 process workers gives the same manifests and claims as the local
+executor; a failing notebook and a dying worker are reported failed; runs already present are never sent."""
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import RUNS, cli, make_repo, run_cli, write_notebook
+
+pytest.importorskip("dask.distributed")
+
+KILLER = """\
+import os, signal
+from neurips25.core import *
+out = start_run("p98_fix", "fig_kill")
+os.kill(os.getppid(), signal.SIGKILL)    # the kernel's parent: the process executing the notebook (a Dask worker)
+"""
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory):
+    root = make_repo(tmp_path_factory.mktemp("dask") / "repo")
+    d = root / "nbs" / "p98_fix"
+    write_notebook(d / "11_tab_b.ipynb", "fig_a")     # declares another artefact: core.start_run refuses it
+    write_notebook(d / "12_fig_kill.ipynb", "fig_kill", body=KILLER)
+    (d / "runs.yaml").write_text(RUNS + "  fig_kill:\n    notebook: 12_fig_kill.ipynb\n    paper_ref: ours\n"
+                                 "    gpu: false\n    small: {}\n    medium: {}\n    full: {}\n")
+    return root
+
+
+def _slots(out: Path) -> dict:
+    "slot folder (relative) -> (manifest, claims.json text) for every run under `out`."
+    res = {}
+    for m in sorted(out.rglob("manifest.json")):
+        claims = m.parent / "claims.json"
+        res[m.parent.relative_to(out).as_posix()] = (json.loads(m.read_text()),
+                                                    claims.read_text() if claims.is_file() else None)
+    return res
+
+
+def test_dask_localcluster_matches_local_executor(repo):
+    targets = ("p98/fig_a", "p98/tab_b")
+    r = run_cli(repo, "--outputs", str(repo / "out_local"), "reproduce", *targets, "--profile", "small",
+                "--device", "cpu")
+    assert r.returncode == 1 and "1 ok, 1 failed" in r.stdout, r.stdout + r.stderr
+    r = run_cli(repo, "--outputs", str(repo / "out_dask"), "reproduce", *targets, "p98/fig_kill", "--profile", "small",
+                "--device", "cpu", "--executor", "dask", "--jobs", "2", timeout=240)
+    assert r.returncode == 1 and "1 ok, 2 failed" in r.stdout, r.stdout + r.stderr
+    local, dask = _slots(repo / "out_local"), _slots(repo / "out_dask")
+    kill = dask.pop("p98_fix/fig_kill/small.failed")
+    assert set(local) == set(dask) == {"p98_fix/fig_a/small", "p98_fix/tab_b/small.failed"}
+    for slot in local:
+        (ml, cl), (md, cd) = local[slot], dask[slot]
+        for k in ("status", "run_key", "parameters", "effective_parameters", "claims", "profile"):
+            assert ml[k] == md[k], (slot, k)
+        assert cl == cd                                             # byte-identical claims
+        assert {f["path"] for f in ml["files"]} == {f["path"] for f in md["files"]}
+        same = {f["path"]: f["sha256"] for f in ml["files"] if not f["path"].endswith(".ipynb")}
+        assert same == {f["path"]: f["sha256"] for f in md["files"] if not f["path"].endswith(".ipynb")}
+    for e in (local["p98_fix/tab_b/small.failed"][0]["error"], dask["p98_fix/tab_b/small.failed"][0]["error"]):
+        assert (e["ename"], e["cell_index"]) == ("RuntimeError", 2) and "registered it as p98_fix/tab_b" in e["evalue"]
+    # the worker that died: reported failed with Dask's message, a failure record written, nothing left behind
+    assert kill[0]["status"] == "failed" and kill[0]["error"]["ename"] == "KilledWorker", kill[0]["error"]
+    assert "FAILED nbs/p98_fix/12_fig_kill.ipynb" in r.stdout and "KilledWorker" in r.stdout
+    assert not (repo / "out_dask" / "p98_fix" / "fig_kill" / "small").exists()
+    # runs already present are skipped before anything is sent: an unreachable scheduler is never contacted
+    rc, out, err = cli(repo, "--outputs", str(repo / "out_dask"), "reproduce", "p98/fig_a", "--profile", "small",
+                       "--device", "cpu", "--executor", "dask", "--scheduler", "tcp://127.0.0.1:9")
+    assert rc == 0 and "0 ok, 0 failed, 1 skipped" in out, out + err
+
+
+def test_gpu_runs_need_a_worker_declaring_a_gpu(repo):
+    import torch
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU: the LocalCluster declares it")
+    rc, out, err = cli(repo, "--outputs", str(repo / "out_gpu"), "reproduce", "p98/tab_b", "--profile", "full",
+                       "--device", "cuda", "--executor", "dask", "--jobs", "1")
+    assert rc == 2 and "no worker of the cluster declares one" in err, out + err
+    assert not (repo / "out_gpu" / "p98_fix").exists() or not list((repo / "out_gpu").rglob("manifest.json"))
+
+
+def test_scheduler_needs_dask_executor(repo):
+    rc, _, err = cli(repo, "reproduce", "p98", "--scheduler", "tcp://127.0.0.1:9", "--dry-run")
+    assert rc == 2 and "--scheduler needs --executor dask" in err
