@@ -4,14 +4,15 @@
 from __future__ import annotations
 from dataclasses import dataclass, field
 from itertools import combinations
+import warnings
 import numpy as np
 from scipy import stats
 
 from .kernels import Kernel, make_kernel, kernel_sums, rff_sums, sqdist, _as2d
 
 # %% auto #0
-__all__ = ['VARIANTS', 'ESTIMATORS', 'Cells', 'encode_cells', 'label_weights', 'weight_matrix', 'sample_weights', 'EOk',
-           'cell_gram', 'eo_k', 'dp_mmd', 'calibration_mmd', 'group_gaps', 'eo_k_test']
+__all__ = ['MAX_CELLS', 'VARIANTS', 'ESTIMATORS', 'Cells', 'encode_cells', 'label_weights', 'weight_matrix', 'sample_weights',
+           'EOk', 'cell_gram', 'eo_k', 'dp_mmd', 'calibration_mmd', 'group_gaps', 'eo_k_test']
 
 # %% ../../nbs/p01_eok/01_estimators.ipynb #4b0c978a
 @dataclass
@@ -40,6 +41,8 @@ def _labels(v, name: str, n: int | None) -> np.ndarray:
     if v.dtype.kind == "f" and np.isnan(v).any(): raise ValueError(f"{name} contains NaN")
     return v
 
+MAX_CELLS = 1024   # G * C above this is refused (the cell weight matrix is (G C)^2)
+
 def encode_cells(z: np.ndarray,  # (n, d) or (n,) representation
                  s: np.ndarray,  # (n,) sensitive attribute (any sortable values)
                  y: np.ndarray,  # (n,) label (any sortable values)
@@ -55,6 +58,14 @@ def encode_cells(z: np.ndarray,  # (n, d) or (n,) representation
     s_values, s_codes = np.unique(s, return_inverse=True)
     y_values, y_codes = np.unique(y, return_inverse=True)
     if len(s_values) < 2: raise ValueError(f"s must contain at least two groups, got {len(s_values)}")
+    n = z.shape[0]
+    for nm, vals in (("s", s_values), ("y", y_values)):
+        if len(vals) > max(16, n // 2):                           # some cell must then hold < 2 samples
+            raise ValueError(f"{nm} has {len(vals)} distinct values among {n} samples: EO_k conditions on a discrete "
+                             f"{'sensitive attribute' if nm == 's' else 'label'} (bin a continuous one first)")
+    if len(s_values) * len(y_values) > MAX_CELLS:
+        raise ValueError(f"{len(s_values)} groups x {len(y_values)} labels = {len(s_values) * len(y_values)} cells exceed "
+                         f"MAX_CELLS={MAX_CELLS}: bin the sensitive attribute or the label")
     counts = np.zeros((len(s_values), len(y_values)), dtype=np.int64)
     np.add.at(counts, (s_codes, y_codes), 1)
     return z, Cells(s_codes.astype(np.int64), y_codes.astype(np.int64), s_values, y_values, counts)
@@ -99,11 +110,13 @@ def weight_matrix(cells: Cells,       # the cell coding
     w, _ = label_weights(cells, weights)
     W = np.zeros((G * C, G * C))
     if variant == "stratified":
-        pairs = list(combinations(range(G), 2))
+        # sum over pairs s<s' of (e_s - e_s')(e_s - e_s')^T = G I - 1 1^T: block y is w_y^2 (G I - 1 1^T) / |P|
+        n_pairs = G * (G - 1) / 2
+        blk = (G * np.eye(G) - np.ones((G, G))) / n_pairs
         for y in range(C):
-            for s0, s1 in pairs:                                   # (e_{s,y} - e_{s',y})(...)^T / |P|
-                v = np.zeros(G * C); v[s0 * C + y], v[s1 * C + y] = 1.0, -1.0
-                W += w[y] ** 2 * np.outer(v, v) / len(pairs)
+            if w[y] == 0: continue
+            ii = np.arange(G) * C + y
+            W[np.ix_(ii, ii)] = w[y] ** 2 * blk
     else:
         a = np.concatenate([w, -w])                                # a_(0,y) = w_y, a_(1,y) = -w_y
         W = np.outer(a, a)
@@ -114,10 +127,17 @@ def sample_weights(cells: Cells, w: np.ndarray) -> np.ndarray:
     return w[cells.y] / cells.counts[cells.s, cells.y]
 
 # %% ../../nbs/p01_eok/01_estimators.ipynb #25ac2f08
-def _components(cells: Cells, variant: str) -> list[tuple[np.ndarray, np.ndarray]]:
-    "Independent parts of <W, Gamma>: (sample mask, cell indices) per stratum (stratified) or one (cross)."
-    if variant == "cross": return [(np.ones(len(cells.s), bool), np.arange(cells.G * cells.C))]
-    return [(cells.y == y, np.arange(cells.G) * cells.C + y) for y in range(cells.C)]
+def _components(cells: Cells, variant: str, W: np.ndarray | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
+    "Independent parts of <W, Gamma>: (sample mask, cell indices) per stratum (stratified) or one (cross); with W, used cells only."
+    if variant == "cross": comps = [(np.ones(len(cells.s), bool), np.arange(cells.G * cells.C))]
+    else: comps = [(cells.y == y, np.arange(cells.G) * cells.C + y) for y in range(cells.C)]
+    if W is None: return comps
+    used = np.abs(W).sum(0) > 0                                        # cells with a non-zero weight
+    out = []
+    for mask, cidx in comps:
+        cidx = cidx[used[cidx]]
+        if len(cidx): out.append((mask & np.isin(cells.cell, cidx), cidx))
+    return out
 
 def _onehot(local: np.ndarray, m: int) -> np.ndarray:
     return np.eye(m)[local]
@@ -188,6 +208,7 @@ def _linear(z, cells, comps, W, kern, rng):
         Wc = W[np.ix_(cidx, cidx)]
         idx = [rng.permutation(np.flatnonzero(cells.cell == c)) for c in cidx]
         m2 = min(len(i) for i in idx) // 2                            # m_2 = min_c floor(n_c / 2)
+        _small_cell(cells, cidx, idx, 2 * m2 * len(cidx), int(mask.sum()), "linear")
         a = [z[i[:m2]] for i in idx]; b = [z[i[m2:2 * m2]] for i in idx]
         u = np.zeros(m2)
         for p in range(len(cidx)):
@@ -206,13 +227,30 @@ def _batched_sqdist(x: np.ndarray) -> np.ndarray:
     if close[0].size: d2[close] = ((x[close[0], close[1]] - x[close[0], close[2]]) ** 2).sum(-1)
     return d2
 
+def _small_cell(cells, cidx, idx, used, n_comp, estimator, min_frac=0.25):
+    "Refuse cells too small for an estimator with a standard error; warn when the smallest cell leaves most samples unused."
+    c_min = int(np.argmin([len(i) for i in idx])); n_min = len(idx[c_min])
+    s_, y_ = divmod(int(cidx[c_min]), cells.C)
+    where = f"cell (s={cells.s_values[s_]!r}, y={cells.y_values[y_]!r})"
+    if n_min < 4:
+        raise ValueError(f"{where} has {n_min} samples: the {estimator} estimator needs at least 4 per (group, label) "
+                         "cell (2 per term, 2 terms for a standard error); use estimator='u'")
+    if used < min_frac * n_comp:
+        warnings.warn(f"{where} has only {n_min} samples, so the {estimator} estimator uses {used} of the {n_comp} samples "
+                      f"of its stratum ({100 * used / n_comp:.1f}%); estimator='u' uses them all")
+
 def _block(z, cells, comps, W, kern, rng, block_size, batch_entries=2 ** 22):
     if block_size < 2: raise ValueError(f"block_size must be >= 2, got {block_size}")
     total, var = 0.0, 0.0
     for mask, cidx in comps:
-        Wc = W[np.ix_(cidx, cidx)]; m = len(cidx)
+        Wc = W[np.ix_(cidx, cidx)]; m = len(cidx); n_comp = int(mask.sum())
         idx = [rng.permutation(np.flatnonzero(cells.cell == c)) for c in cidx]
-        nb = max(1, min(int(mask.sum()) // block_size, min(len(i) for i in idx) // 2))  # >= 2 per cell and block
+        nb = max(1, min(n_comp // block_size, min(len(i) for i in idx) // 2))  # >= 2 per cell and block
+        # per block, cell c contributes at most cap_c = max(2, ceil(2 B n_c / n)) samples, so a block never holds much
+        # more than 2B + 3m samples (memory O(B^2)) even when a tiny cell limits nb; the rest of the cell is unused
+        per = [min(-(-len(i) // nb), max(2, -(-2 * block_size * len(i) // n_comp))) for i in idx]
+        _small_cell(cells, cidx, idx, sum(min(len(i), nb * q) for i, q in zip(idx, per)), n_comp, "block")
+        idx = [i[:nb * q] for i, q in zip(idx, per)]
         # sample j of cell c goes to block j mod nb; pad blocks to a common size with zero weight
         blk = np.concatenate([np.arange(len(i)) % nb for i in idx]); order = np.concatenate(idx)
         loc = np.concatenate([np.full(len(i), p) for p, i in enumerate(idx)])
@@ -262,7 +300,7 @@ def eo_k(z: np.ndarray,                 # (n, d) or (n,) representation Z = f(X)
     z, cells = encode_cells(z, s, y)
     W, w = weight_matrix(cells, variant, weights)
     _check_counts(cells, variant, W, 1 if estimator == "v" else 2)
-    kern = make_kernel(kernel, z); comps = _components(cells, variant); rng = np.random.default_rng(seed)
+    kern = make_kernel(kernel, z); comps = _components(cells, variant, W); rng = np.random.default_rng(seed)
     if estimator in ("u", "v"): sq, se = _quadratic(z, cells, comps, W, kern, estimator == "u", chunk)
     elif estimator == "linear": sq, se = _linear(z, cells, comps, W, kern, rng)
     elif estimator == "block": sq, se = _block(z, cells, comps, W, kern, rng, block_size)
@@ -337,7 +375,7 @@ def eo_k_test(z: np.ndarray,                # (n, d) representation
             ii = np.flatnonzero(cells.y == yv); sp[ii] = sp[rng.permutation(ii)]
         S_perm[p] = sp
     cell_p = S_perm * cells.C + cells.y[None, :]            # (P, n) cell index under each permutation
-    comps = _components(cells, variant); stat = np.zeros(P)
+    comps = _components(cells, variant, res.W); stat = np.zeros(P)
     if estimator == "rff":
         nf = kwargs.get("n_features", 512)
         omega = kern.frequencies(z.shape[1], nf // 2, np.random.default_rng(seed))

@@ -81,6 +81,7 @@ def median_bandwidth(z: np.ndarray,         # (n, d) or (n,) points
     "Median of the pairwise Euclidean distances (the median heuristic for sigma)."
     z = _as2d(z)
     if z.shape[0] < 2: raise ValueError("the median heuristic needs at least 2 points")
+    if not np.isfinite(z).all(): raise ValueError("z contains NaN or infinite values: the median heuristic needs finite points")
     if z.shape[0] > max_points: z = z[np.linspace(0, z.shape[0] - 1, max_points).astype(int)]
     d2 = sqdist(z, z)[np.triu_indices(z.shape[0], 1)]
     med = float(np.sqrt(np.median(d2)))

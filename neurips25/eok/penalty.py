@@ -14,8 +14,8 @@ from .estimators import (encode_cells, weight_matrix, label_weights, _check_coun
 from .synthetic import dp_decomposition
 
 # %% auto #0
-__all__ = ['eo_k_penalty', 'dp_mmd_penalty', 'FairNet', 'FairModel', 'stratified_batches', 'train_fair', 'calibration_gap_se',
-           'evaluate_fair']
+__all__ = ['PENALTIES', 'eo_k_penalty', 'dp_mmd_penalty', 'group_calibration_penalty', 'group_calibration_error', 'FairNet',
+           'FairModel', 'stratified_batches', 'train_fair', 'calibration_gap_se', 'evaluate_fair']
 
 # %% ../../nbs/p01_eok/04_penalty.ipynb #331d9f90
 def _as_numpy(v) -> np.ndarray:
@@ -55,6 +55,31 @@ def eo_k_penalty(z: torch.Tensor,               # (B, d) representation (require
 def dp_mmd_penalty(z: torch.Tensor, s, kernel: str = "gaussian", bandwidth: float = 1.0, unbiased: bool = True) -> torch.Tensor:
     "Differentiable mini-batch DP-MMD^2 (independence) penalty."
     return eo_k_penalty(z, s, np.zeros(len(_as_numpy(s)), dtype=np.int64), "stratified", kernel, bandwidth, "uniform", unbiased)
+
+# %% ../../nbs/p01_eok/04_penalty.ipynb #87719ef3
+def group_calibration_penalty(logit: torch.Tensor,      # (B,) logits of P(Y=1 | x)
+                              y, s,                      # (B,) binary labels and sensitive attribute
+                              bandwidth: float = 0.2,    # Gaussian kernel width on the predicted probability
+                             ) -> torch.Tensor:
+    "Differentiable mean over groups of the squared kernel calibration error (U-statistic) within each group."
+    if not isinstance(logit, torch.Tensor) or logit.ndim != 1: raise ValueError("logit must be a 1-D torch tensor")
+    y_np, s_np = _as_numpy(y), _as_numpy(s)
+    if not (len(y_np) == len(s_np) == logit.shape[0]): raise ValueError("logit, y and s must have the same length")
+    p = torch.sigmoid(logit); r = torch.as_tensor(y_np, dtype=p.dtype, device=p.device) - p      # y_i - p_i
+    out = []
+    for g in np.unique(s_np):
+        ii = torch.as_tensor(np.flatnonzero(s_np == g), device=p.device)
+        if len(ii) < 2: raise ValueError(f"group {g!r} has fewer than 2 samples in the batch")
+        K = torch.exp(-(p[ii, None] - p[None, ii]) ** 2 / (2 * bandwidth ** 2))
+        rr = r[ii]; tot = rr @ K @ rr - (rr ** 2).sum()                           # drop i = j (k(p, p) = 1)
+        out.append(tot / (len(ii) * (len(ii) - 1)))
+    return torch.stack(out).mean()
+
+def group_calibration_error(p: np.ndarray, y: np.ndarray, s: np.ndarray, bandwidth: float = 0.2) -> float:
+    "numpy value of `group_calibration_penalty` from probabilities p (for evaluation)."
+    with torch.no_grad():
+        return float(group_calibration_penalty(torch.logit(torch.as_tensor(np.clip(p, 1e-7, 1 - 1e-7), dtype=torch.float64)),
+                                               y, s, bandwidth))
 
 # %% ../../nbs/p01_eok/04_penalty.ipynb #38470f02
 class FairNet(nn.Module):
@@ -100,8 +125,10 @@ def stratified_batches(cell: np.ndarray,          # (n,) cell index of each samp
     parts = [np.concatenate([c[b::nb] for c in cells]) for b in range(nb)]
     return [parts[i] for i in rng.permutation(nb)]
 
+PENALTIES = ("none", "eok", "dp", "cal")
+
 def train_fair(X: np.ndarray, y: np.ndarray, s: np.ndarray,   # training inputs, binary labels, sensitive attribute
-               penalty: str = "none",        # "none" | "eok" | "dp"
+               penalty: str = "none",        # "none" | "eok" | "dp" | "cal"
                gamma: float = 0.0,           # penalty weight
                variant: str = "stratified",  # EO_k variant for penalty="eok"
                d_z: int = 8,                 # representation dimension
@@ -115,7 +142,7 @@ def train_fair(X: np.ndarray, y: np.ndarray, s: np.ndarray,   # training inputs,
                device: str = "auto",         # torch device
               ) -> FairModel:
     "Train encoder + classifier with cross-entropy + gamma * (EO_k^2 | DP-MMD^2 | 0) on stratified mini-batches."
-    if penalty not in ("none", "eok", "dp"): raise ValueError(f"penalty must be 'none', 'eok' or 'dp', got {penalty!r}")
+    if penalty not in PENALTIES: raise ValueError(f"penalty must be one of {PENALTIES}, got {penalty!r}")
     if gamma < 0: raise ValueError(f"gamma must be >= 0, got {gamma}")
     X = np.asarray(X, np.float32); y = np.asarray(y); s = np.asarray(s)
     if not (len(X) == len(y) == len(s)): raise ValueError("X, y and s must have the same length")
@@ -137,6 +164,8 @@ def train_fair(X: np.ndarray, y: np.ndarray, s: np.ndarray,   # training inputs,
                 pen = eo_k_penalty(z, cells.s[b], cells.y[b], variant, "gaussian", bw, w[0] if w.shape[0] == 1 else "symmetric")
             elif penalty == "dp" and gamma > 0:
                 pen = dp_mmd_penalty(z, cells.s[b], "gaussian", bw)
+            elif penalty == "cal" and gamma > 0:
+                pen = group_calibration_penalty(logit, cells.y[b], cells.s[b])
             opt.zero_grad(); (loss + gamma * pen).backward(); opt.step()
             tot[0] += loss.item(); tot[1] += pen.item(); tot[2] += 1
         hist.append({"epoch": ep, "ce": tot[0] / tot[2], "penalty": tot[1] / tot[2]})
@@ -171,6 +200,7 @@ def evaluate_fair(model: FairModel,              # a trained model
            "dp_mmd2": dp_mmd(zs, ss, "u", k).sq, "dp_mmd_v": dec["dp"], "dp_lower": dec["lower"],
            "label_term": dec["label_term"], "eo_cross0_v": dec["eo_cross0"], "n_eval": len(sub)}
     out.update(group_gaps(yhat, y, s)); out["cal_gap_se"] = calibration_gap_se(yhat, y, s)
+    out["group_cal2"] = group_calibration_error(1 / (1 + np.exp(-logit[sub])), ys, ss)   # the "cal" penalty's statistic
     if len(np.unique(yhat)) > 1 and (np.bincount(s * 2 + yhat, minlength=4) >= 2).all():
         out["cal_mmd2"] = calibration_mmd(y, s, yhat).sq
     else: out["cal_mmd2"] = float("nan")

@@ -11,7 +11,8 @@ from .bayes import FairSpec, FairProblem, aware_posterior, priors_from, fair_lp
 from .metrics import disparity
 
 # %% auto #0
-__all__ = ['NOT_REPRODUCED', 'reweighing_weights', 'fairfed_weights', 'fairfed', 'fedfb_style', 'local_threshold', 'lp_oracle']
+__all__ = ['NOT_REPRODUCED', 'reweighing_weights', 'fairfed_weights', 'fairfed', 'fedfb_style', 'local_threshold',
+           'central_threshold', 'lp_oracle', 'joint_dataset', 'blind_lp_oracle']
 
 # %% ../../nbs/p12_fedfact/06_baselines.ipynb #6c274697
 NOT_REPRODUCED = pd.DataFrame([
@@ -116,6 +117,21 @@ def local_threshold(cal: FedDataset,          # calibration (training) data of t
         out[mt] = to.predict(test_score[mt, None], sensitive_features=test.a[mt], random_state=seed + c)
     return out
 
+def central_threshold(cal: FedDataset,          # calibration (training) data, pooled over the clients
+                      cal_score: np.ndarray,    # (n_cal,) P(Y=1 | x, a) on cal
+                      test: FedDataset,         # data to decide on
+                      test_score: np.ndarray,   # (n_test,) P(Y=1 | x, a) on test
+                      constraints: str = "equalized_odds",  # any fairlearn ThresholdOptimizer constraint
+                      seed: int = 0,            # randomisation of the thresholds
+                     ) -> np.ndarray:
+    "Centralised fairlearn ThresholdOptimizer (exact parity, accuracy objective) on pooled data: decisions on test."
+    from fairlearn.postprocessing import ThresholdOptimizer
+    if cal.n_classes != 2: raise ValueError("central_threshold supports binary labels only (fairlearn ThresholdOptimizer)")
+    to = ThresholdOptimizer(estimator=_ScoreModel(), constraints=constraints, objective="accuracy_score",
+                            prefit=True, predict_method="predict_proba")
+    to.fit(np.asarray(cal_score)[:, None], cal.y, sensitive_features=cal.a)
+    return np.asarray(to.predict(np.asarray(test_score)[:, None], sensitive_features=test.a, random_state=seed)).astype(np.int64)
+
 # %% ../../nbs/p12_fedfact/06_baselines.ipynb #acdc9736
 def lp_oracle(cal_eta: np.ndarray,  # (n, m) aware FedAvg scores on the calibration data
               cal: FedDataset,      # calibration data (groups, clients)
@@ -125,3 +141,22 @@ def lp_oracle(cal_eta: np.ndarray,  # (n, m) aware FedAvg scores on the calibrat
     Q = aware_posterior(cal_eta, cal.a, cal.n_groups)
     prob = FairProblem(spec, priors_from(Q, cal.k, cal.n_clients))
     return prob, fair_lp(prob, Q, cal.k)
+
+# %% ../../nbs/p12_fedfact/06_baselines.ipynb #147ad1cc
+def joint_dataset(ds: FedDataset) -> FedDataset:
+    "The same samples with the joint class a * m + y as label (G * m classes), for a model of P(A, Y | x, k)."
+    return FedDataset(ds.X, ds.a, ds.a * ds.n_classes + ds.y, ds.k, ds.n_groups, ds.n_groups * ds.n_classes,
+                      ds.n_clients, name=f"{ds.name} (joint a,y)")
+
+def blind_lp_oracle(cal: FedDataset,   # calibration (training) data
+                    spec: FairSpec,    # fairness levels
+                    **fedavg_kw,       # passed to fedavg (rounds, seed, model, ...)
+                   ):
+    "Attribute-blind fair optimum on estimated joint posteriors; returns (FairProblem, LPSolution, predict(ds))."
+    jm = fedavg(joint_dataset(cal), **fedavg_kw)
+    G, m = cal.n_groups, cal.n_classes
+    post = lambda ds: jm.predict_proba(joint_dataset(ds)).reshape(len(ds), G, m)   # Q(x) = P(A, Y | x, k)
+    Q = post(cal)
+    prob = FairProblem(spec, priors_from(Q, cal.k, cal.n_clients))
+    sol = fair_lp(prob, Q, cal.k)
+    return prob, sol, lambda ds: prob.predict(post(ds), ds.k, sol.lam, sol.mu)

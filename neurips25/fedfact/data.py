@@ -9,10 +9,26 @@ import pandas as pd
 from ..datasets import load_adult, load_compas, tabular_xys
 
 # %% auto #0
-__all__ = ['PAPER_DATASETS', 'COMPAS_FEDFACT_FEATURES', 'PAPER_CLIENTS', 'FedDataset', 'load_tabular', 'dirichlet_split',
-           'hetero_split', 'stratified_test_mask', 'federate', 'synthetic_federated', 'exact_eta', 'load_federated']
+__all__ = ['PAPER_DATASETS', 'COMPAS_FEDFACT_FEATURES', 'PAPER_CLIENTS', 'int_codes', 'FedDataset', 'load_tabular',
+           'dirichlet_split', 'hetero_split', 'stratified_test_mask', 'federate', 'synthetic_federated', 'exact_eta',
+           'load_federated']
 
 # %% ../../nbs/p12_fedfact/00_data.ipynb #c519c09d
+def int_codes(v,          # (n,) codes: integers, or floats with integer values (0.0, 1.0)
+              name: str,  # what they are, for the error message
+             ) -> np.ndarray:
+    "Validate integer codes (group, label, client) and return them as int64; 0.7 is an error, never truncated."
+    v = np.asarray(v)
+    if v.ndim != 1: raise ValueError(f"{name} must be a 1-D array of integer codes, got shape {v.shape}")
+    if v.dtype.kind == "b": return v.astype(np.int64)
+    if v.dtype.kind not in "iuf": raise ValueError(f"{name} must hold integer codes, got dtype {v.dtype}")
+    if v.dtype.kind == "f":
+        if not np.isfinite(v).all(): raise ValueError(f"{name} contains NaN or inf")
+        if (v != np.round(v)).any():
+            bad = v[v != np.round(v)][0]
+            raise ValueError(f"{name} must hold integer codes, got {float(bad)!r} (probabilities or scores are not codes)")
+    return v.astype(np.int64)
+
 @dataclass
 class FedDataset:
     "Samples of a federated population: features, sensitive group, label, client (and exact posteriors when known)."
@@ -28,7 +44,7 @@ class FedDataset:
 
     def __post_init__(self):
         self.X = np.asarray(self.X, dtype=np.float32)
-        for nm in ("a", "y", "k"): setattr(self, nm, np.asarray(getattr(self, nm)).astype(np.int64))
+        for nm in ("a", "y", "k"): setattr(self, nm, int_codes(getattr(self, nm), nm))
         n = len(self.y)
         if self.X.ndim != 2 or self.X.shape[0] != n: raise ValueError(f"X has shape {self.X.shape}, expected ({n}, d)")
         for nm in ("a", "k"):
@@ -105,15 +121,29 @@ def dirichlet_split(a: np.ndarray,               # (n,) sensitive group of every
                     min_per_group: int = 20,     # every client must hold this many samples of every group
                     concentration_scale: float = 2.0,  # Dir(scale * alpha), as in the authors' code
                     balance: bool = True,        # a client holding n/N samples already receives no more
-                    max_tries: int = 2000,       # redraws before giving up
+                    max_tries: int = 2000,       # redraws before giving up (min_policy="redraw")
+                    min_policy: str = "redraw",  # "redraw": the authors' rejection; "reserve": min_per_group first, rest by Dirichlet
                    ) -> np.ndarray:
     "Client index of every sample: per-group Dirichlet proportions over clients (FairFed / LoGofair scheme)."
-    a = np.asarray(a)
-    if alpha <= 0: raise ValueError(f"alpha must be > 0, got {alpha}")
+    a = int_codes(a, "a")
+    if not (np.isfinite(alpha) and alpha > 0): raise ValueError(f"alpha must be > 0 and finite, got {alpha}")
     if n_clients < 1: raise ValueError(f"n_clients must be >= 1, got {n_clients}")
+    if min_policy not in ("redraw", "reserve"): raise ValueError(f"unknown min_policy {min_policy!r}: use 'redraw' or 'reserve'")
     groups = np.unique(a)
     if any((a == g).sum() < n_clients * min_per_group for g in groups):
         raise ValueError(f"a group has fewer than n_clients * min_per_group = {n_clients * min_per_group} samples")
+    if min_policy == "reserve":                                  # always succeeds: min_per_group of every group first
+        k = np.full(len(a), -1, dtype=np.int64); held = np.zeros(n_clients, dtype=np.int64)
+        for g in groups:
+            idx = rng.permutation(np.nonzero(a == g)[0])
+            base, rest = idx[:n_clients * min_per_group], idx[n_clients * min_per_group:]
+            k[base] = np.repeat(np.arange(n_clients), min_per_group)
+            p = rng.dirichlet(np.full(n_clients, concentration_scale * alpha))
+            pm = p * (held < len(a) / n_clients) if balance else p
+            if pm.sum() <= 0: pm = p                               # every client is full: plain Dirichlet shares
+            for c, part in enumerate(_cut(rest, pm / pm.sum())): k[part] = c
+            held += np.bincount(k[idx], minlength=n_clients)
+        return k
     for _ in range(max_tries):
         k = np.full(len(a), -1, dtype=np.int64)
         held = np.zeros(n_clients, dtype=np.int64)
@@ -129,7 +159,8 @@ def dirichlet_split(a: np.ndarray,               # (n,) sensitive group of every
         if ok: return k
     raise ValueError(f"could not draw a Dirichlet(alpha={alpha}) split in which every one of the {n_clients} clients "
                      f"holds >= {min_per_group} samples of every group after {max_tries} tries: "
-                     "raise alpha, lower min_per_group or use fewer clients")
+                     "raise alpha, lower min_per_group, use fewer clients, or min_policy='reserve' (gives every client "
+                     "min_per_group samples of every group first, then splits the rest by the Dirichlet draw)")
 
 def hetero_split(a: np.ndarray,                  # (n,) sensitive group
                  y: np.ndarray,                  # (n,) label
@@ -176,10 +207,17 @@ def federate(X: np.ndarray, a: np.ndarray, y: np.ndarray,  # features, group, la
              seed: int = 0,               # seed of the split
              name: str = "",              # dataset name
              min_per_group: int = 20,     # every client holds this many samples of every group
+             min_policy: str = "redraw",  # how the Dirichlet split meets min_per_group (see dirichlet_split)
             ) -> tuple[FedDataset, FedDataset]:
     "Assign samples to clients (Dirichlet or Hetero), then split every client 60/40 into train and test."
+    a, y = int_codes(a, "a"), int_codes(y, "y")
+    for nm, v in (("group", a), ("label", y)):
+        present = np.unique(v)
+        if len(present) < 2 or not np.array_equal(present, np.arange(len(present))):
+            raise ValueError(f"{nm} codes must be 0, 1, ..., G-1 with every value present, got {present.tolist()} "
+                             "(re-code them, e.g. with np.unique(v, return_inverse=True))")
     rng = np.random.default_rng(seed)
-    if split == "dirichlet": k = dirichlet_split(a, n_clients, alpha, rng, min_per_group=min_per_group)
+    if split == "dirichlet": k = dirichlet_split(a, n_clients, alpha, rng, min_per_group=min_per_group, min_policy=min_policy)
     elif split == "hetero": k = hetero_split(a, y, n_clients, rng, min_per_group=min_per_group)
     else: raise ValueError(f"unknown split {split!r}: use 'dirichlet' or 'hetero'")
     test = stratified_test_mask(k, a, test_frac, rng)
@@ -246,11 +284,12 @@ def load_federated(name: str,               # "adult" | "compas" | "synthetic"
                    seed: int = 0,           # seed of the partition and of the synthetic draw
                    n_synthetic: int = 12000,  # samples of the synthetic dataset
                    n_classes: int = 3,      # classes of the synthetic dataset
+                   min_policy: str = "redraw",  # Dirichlet split: "redraw" (authors') | "reserve" (always succeeds)
                   ) -> tuple[FedDataset, FedDataset]:
     "Train and test FedDatasets for a named dataset and partition."
     if name in ("adult", "compas"):
         X, a, y, _ = load_tabular(name)
-        return federate(X, a, y, split, n_clients or PAPER_CLIENTS[name], alpha, seed=seed, name=name)
+        return federate(X, a, y, split, n_clients or PAPER_CLIENTS[name], alpha, seed=seed, name=name, min_policy=min_policy)
     if name == "synthetic":
         nc = n_clients or 4
         ds = synthetic_federated(n=n_synthetic, n_clients=nc, n_classes=n_classes, seed=seed,

@@ -12,10 +12,12 @@ from .bayes import FairSpec, aware_posterior
 from .metrics import evaluate
 from .post import fedfact_post
 from .inproc import fedfact_in
-from .baselines import reweighing_weights, fairfed, fedfb_style, local_threshold, lp_oracle
+from .baselines import (reweighing_weights, fairfed, fedfb_style, local_threshold, lp_oracle,
+                                         blind_lp_oracle, central_threshold)
 
 # %% auto #0
-__all__ = ['PAPER_TABLE2', 'PAPER_NAME', 'METHODS', 'FAMILY', 'paper_row', 'run_setting', 'with_paper', 'run_tradeoff']
+__all__ = ['PAPER_TABLE2', 'PAPER_NAME', 'METHODS', 'FAMILY', 'paper_row', 'run_setting', 'with_paper', 'run_tradeoff',
+           'run_eo_comparison']
 
 # %% ../../nbs/p12_fedfact/07_experiment.ipynb #b1c83df7
 # Table 2 of the paper (gamma = 0.5; Hetero rows at the bottom): accuracy %, D_global, D_local.
@@ -38,11 +40,12 @@ PAPER_TABLE2 = {
 # our method name -> the paper's row it is compared with
 PAPER_NAME = {"FedAvg": "FedAvg", "FairFed": "FairFed", "FedFB-style": "FedFB"}
 
-METHODS = ["FedAvg", "FedAvg (x,a)", "Reweigh", "FairFed", "FedFB-style", "LocalThreshold", "LP oracle",
+METHODS = ["Constant", "FedAvg", "FedAvg (x,a)", "Reweigh", "FairFed", "FedFB-style", "LocalThreshold", "LP oracle", "LP blind",
            "FedFACT^g (In)", "FedFACT^l (In)", "FedFACT^g&l (In)",
            "FedFACT^g (Post)", "FedFACT^l (Post)", "FedFACT^g&l (Post)"]
-FAMILY = {"FedAvg": "FedAvg", "FedAvg (x,a)": "FedAvg", "Reweigh": "reweighting", "FairFed": "reweighting",
-          "FedFB-style": "reweighting", "LocalThreshold": "local post-processing", "LP oracle": "centralised reference"}
+FAMILY = {"Constant": "trivial", "FedAvg": "FedAvg", "FedAvg (x,a)": "FedAvg", "Reweigh": "reweighting",
+          "FairFed": "reweighting", "FedFB-style": "reweighting", "LocalThreshold": "local post-processing",
+          "LP oracle": "centralised reference", "LP blind": "centralised reference"}
 
 def paper_row(dataset: str, split: str, method: str) -> tuple | None:
     "The paper's (acc %, D_global, D_local) for our method name, or None if the paper has no such row."
@@ -67,17 +70,19 @@ def run_setting(dataset: str,             # "adult" | "compas" | "synthetic"
                 temperature: float = 0.02,  # FedFACT Post smoothing
                 n_clients: int | None = None,  # default: the paper's
                 data: tuple | None = None,     # (train, test) FedDatasets to use instead of loading
+                min_policy: str = "redraw",    # Dirichlet split: "redraw" (authors') | "reserve" (always succeeds)
                ) -> pd.DataFrame:
     "Train and evaluate the requested methods on one federated setting; one row per method (test metrics)."
     methods = list(METHODS if methods is None else methods)
     bad = [m for m in methods if m not in METHODS]
     if bad: raise ValueError(f"unknown methods {bad}; choose from {METHODS}")
-    tr, te = data if data is not None else load_federated(dataset, split, alpha=alpha, seed=seed, n_clients=n_clients)
+    tr, te = data if data is not None else load_federated(dataset, split, alpha=alpha, seed=seed, n_clients=n_clients,
+                                                          min_policy=min_policy)
     kw = dict(rounds=fedavg_rounds, seed=seed, model=model)
     rows, cache = [], {}
-    def add(name, yhat, t0):
+    def add(name, yhat, t0, **extra):
         rows.append(dict(dataset=dataset, split=split, seed=seed, method=name, family=FAMILY.get(name, "FedFACT"),
-                         **evaluate(te, yhat, metric), seconds=time.time() - t0))
+                         **evaluate(te, yhat, metric), seconds=time.time() - t0, **extra))
     def aware():
         if "aware" not in cache:
             fm = fedavg(tr, aware=True, **kw)
@@ -85,7 +90,8 @@ def run_setting(dataset: str,             # "adult" | "compas" | "synthetic"
         return cache["aware"]
     for name in methods:
         t0 = time.time()
-        if name == "FedAvg": add(name, fedavg(tr, **kw).predict(te), t0)
+        if name == "Constant": add(name, np.full(len(te), np.bincount(tr.y, minlength=tr.n_classes).argmax()), t0)
+        elif name == "FedAvg": add(name, fedavg(tr, **kw).predict(te), t0)
         elif name == "FedAvg (x,a)": add(name, aware()[2].argmax(1), t0)
         elif name == "Reweigh": add(name, fedavg(tr, sample_weight=reweighing_weights(tr), **kw).predict(te), t0)
         elif name == "FairFed": add(name, fairfed(tr, **kw).predict(te), t0)
@@ -97,6 +103,9 @@ def run_setting(dataset: str,             # "adult" | "compas" | "synthetic"
             _, p_tr, p_te = aware()
             prob, sol = lp_oracle(p_tr, tr, FairSpec(metric, eps, eps))
             add(name, prob.predict(aware_posterior(p_te, te.a, te.n_groups), te.k, sol.lam, sol.mu), t0)
+        elif name == "LP blind":
+            _, _, predict = blind_lp_oracle(tr, FairSpec(metric, eps, eps), **kw)
+            add(name, predict(te), t0)
         elif name.endswith("(In)"):
             r = fedfact_in(tr, FairSpec.of(_scope(name), eps, metric), model=model, rounds=in_rounds,
                            local_steps=in_local_steps, seed=seed)
@@ -106,7 +115,8 @@ def run_setting(dataset: str,             # "adult" | "compas" | "synthetic"
             r = fedfact_post(aware_posterior(p_tr, tr.a, tr.n_groups), tr.k, tr.n_clients,
                              FairSpec.of(_scope(name), eps, metric), rounds=post_rounds, temperature=temperature,
                              record_every=0)
-            add(name, r.predict(aware_posterior(p_te, te.a, te.n_groups), te.k), t0)
+            add(name, r.predict(aware_posterior(p_te, te.a, te.n_groups), te.k), t0,
+                cal_excess=r.violation["excess"], flagged=r.flagged)
     return pd.DataFrame(rows)
 
 def with_paper(df: pd.DataFrame) -> pd.DataFrame:
@@ -152,6 +162,7 @@ def run_tradeoff(dataset: str,                 # "adult" | "compas" | "synthetic
             r = fedfact_post(Q_tr, tr.k, tr.n_clients, FairSpec.of(scope, eps, metric), rounds=post_rounds,
                              temperature=temperature, record_every=0)
             add("FedFACT (Post)", scope, eps, r.predict(Q_te, te.k), r.predict(Q_tr, tr.k), t0)
+            rows[-1].update(cal_excess=r.violation["excess"], flagged=r.flagged)
         for scope in in_scopes:
             t0 = time.time()
             r = fedfact_in(tr, FairSpec.of(scope, eps, metric), model=model, rounds=in_rounds,
@@ -161,4 +172,42 @@ def run_tradeoff(dataset: str,                 # "adult" | "compas" | "synthetic
             t0 = time.time()
             prob, sol = lp_oracle(p_tr, tr, FairSpec(metric, eps, eps))
             add("LP oracle", "both", eps, prob.predict(Q_te, te.k, sol.lam, sol.mu), sol.h, t0)
+    return pd.DataFrame(rows)
+
+# %% ../../nbs/p12_fedfact/07_experiment.ipynb #88bb586d
+def run_eo_comparison(dataset: str,              # "adult" | "compas"
+                      split: str = "dirichlet",  # client partition
+                      seed: int = 0,             # seed of partition, training and randomised thresholds
+                      metrics: tuple = ("eop", "eo"),  # fairness metrics
+                      eps: float = 0.01,         # FedFACT / LP fairness level
+                      alpha: float = 0.5,        # Dirichlet gamma
+                      model: str = "logistic",   # scorer of the FedAvg model
+                      fedavg_rounds: int = 20,   # FedAvg rounds of the attribute-aware score model
+                      post_rounds: int = 200,    # FedFACT Post rounds
+                      temperature: float = 0.02, # FedFACT Post smoothing
+                      data: tuple | None = None, # (train, test) to use instead of loading
+                     ) -> pd.DataFrame:
+    "Test metrics of FedFACT Post (EOP/EO) beside the centralised LP and fairlearn's ThresholdOptimizer (equalized odds)."
+    tr, te = data if data is not None else load_federated(dataset, split, alpha=alpha, seed=seed)
+    if tr.n_classes != 2: raise ValueError("run_eo_comparison needs binary labels (fairlearn ThresholdOptimizer)")
+    t0 = time.time()
+    fm = fedavg(tr, aware=True, rounds=fedavg_rounds, seed=seed, model=model)
+    p_tr, p_te = fm.predict_proba(tr), fm.predict_proba(te)
+    Q_tr, Q_te = aware_posterior(p_tr, tr.a, tr.n_groups), aware_posterior(p_te, te.a, te.n_groups)
+    t_fit = time.time() - t0
+    t0 = time.time(); y_to = central_threshold(tr, p_tr[:, 1], te, p_te[:, 1], "equalized_odds", seed=seed); t_to = time.time() - t0
+    const = np.full(len(te), np.bincount(tr.y, minlength=2).argmax())
+    rows = []
+    def add(metric, name, yhat, secs, **extra):
+        rows.append(dict(dataset=dataset, split=split, seed=seed, metric=metric, method=name, **evaluate(te, yhat, metric),
+                         seconds=secs, **extra))
+    for metric in metrics:
+        add(metric, "Constant", const, 0.0)
+        add(metric, "FedAvg (x,a)", p_te.argmax(1), t_fit)
+        add(metric, "ThresholdOptimizer (EO, centralised)", y_to, t_to)
+        for scope, name in (("global", "FedFACT^g (Post)"), ("both", "FedFACT^g&l (Post)")):
+            t0 = time.time()
+            r = fedfact_post(Q_tr, tr.k, tr.n_clients, FairSpec.of(scope, eps, metric), rounds=post_rounds,
+                             temperature=temperature, record_every=0)
+            add(metric, name, r.predict(Q_te, te.k), time.time() - t0, cal_excess=r.violation["excess"], flagged=r.flagged)
     return pd.DataFrame(rows)

@@ -94,6 +94,7 @@ def fedfact_in(train: FedDataset,        # labelled training samples of all clie
                n_ensemble: int = 1,      # N_h: the output mixes the classifiers of the last N_h rounds (Table 6)
                seed: int = 0,            # seed of initialisation, sampling and batches
                device: str = "auto",     # torch device
+               shuffle_clients: bool = False,  # visit the selected clients in a random order (results must not depend on it)
               ) -> InResult:
     "FedFACT in-processing (Alg. 1): cost-sensitive FedAvg of a shared + personal ensemble with federated dual ascent."
     if not 0 < client_frac <= 1: raise ValueError(f"client_frac must be in (0, 1], got {client_frac}")
@@ -130,8 +131,11 @@ def fedfact_in(train: FedDataset,        # labelled training samples of all clie
         avg = {kk: torch.zeros_like(v, dtype=torch.float32) for kk, v in theta0.items()}
         wsum = pr.p_k[sel].sum()
         cg_round, cl_round = np.zeros(prob.U), np.zeros((N, prob.U))
-        for c in sel:
+        order = rng.permutation(sel) if shuffle_clients else sel
+        for c in order:
             ids = idx[c]
+            crng = np.random.default_rng([seed, t, int(c)])                  # batches of client c in round t
+            theta.load_state_dict(theta0)                                     # every client starts from the broadcast theta^t
             # (1) current ensemble decision h^t_k on the client's data
             with torch.no_grad():
                 theta.eval(); phis[c].eval()
@@ -153,10 +157,10 @@ def fedfact_in(train: FedDataset,        # labelled training samples of all clie
             w[c] = 1.0 / (1.0 + (1 - w[c]) / w[c] * np.exp(-w_lr * (Lp - Lt)))
             w[c] = float(np.clip(w[c], 1e-3, 1 - 1e-3))
             # (6) R local steps on theta (from the broadcast) and phi_k
-            theta.load_state_dict(theta0); theta.train(); phis[c].train()
+            theta.load_state_dict(theta0); theta.train(); phis[c].train()       # (theta is still theta^t: no step yet)
             opt_t = torch.optim.Adam(theta.parameters(), lr=lr)
             for _ in range(local_steps):
-                b = rng.choice(ids, size=min(batch_size, len(ids)), replace=False)
+                b = crng.choice(ids, size=min(batch_size, len(ids)), replace=False)
                 for net, opt in ((theta, opt_t), (phis[c], opt_phi[c])):
                     loss = client_losses(net, b, Mb)
                     opt.zero_grad(); loss.backward(); opt.step()

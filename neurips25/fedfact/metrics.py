@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .data import FedDataset
+from .data import FedDataset, int_codes
 
 # %% auto #0
 __all__ = ['METRICS', 'as_prob_rows', 'disparity', 'evaluate']
@@ -19,8 +19,12 @@ def as_prob_rows(yhat: np.ndarray,   # (n,) hard labels or (n, m) probability ro
     "Predictions as (n, m) rows of probabilities (one-hot for hard labels)."
     yhat = np.asarray(yhat)
     if yhat.ndim == 1:
+        if yhat.dtype.kind == "f" and len(yhat) and (yhat != np.round(yhat)).any():
+            raise ValueError("1-D predictions must be integer labels, got non-integer values (scores or probabilities?): "
+                             f"pass hard labels, or probability rows of shape (n, {m}) (e.g. np.stack([1 - p, p], 1))")
+        yhat = int_codes(yhat, "predicted labels")
         if len(yhat) and (yhat.min() < 0 or yhat.max() >= m): raise ValueError(f"predicted labels must lie in [0, {m})")
-        return np.eye(m)[yhat.astype(np.int64)]
+        return np.eye(m)[yhat]
     if yhat.ndim != 2 or yhat.shape[1] != m: raise ValueError(f"predictions have shape {yhat.shape}, expected (n,) or (n, {m})")
     if not np.isfinite(yhat).all(): raise ValueError("predictions contain NaN or inf")
     if (yhat < -1e-9).any() or not np.allclose(yhat.sum(1), 1, atol=1e-6): raise ValueError("prediction rows must be probability vectors")
@@ -69,7 +73,9 @@ def disparity(y: np.ndarray,         # (n,) true labels
              ) -> dict:
     "Global and local (max over clients) disparity, subgroup-vs-population and pairwise, with per-client values."
     if metric not in METRICS: raise ValueError(f"unknown metric {metric!r}: use one of {METRICS}")
-    y, a, k = (np.asarray(v).astype(np.int64) for v in (y, a, k))
+    y, a, k = int_codes(y, "y"), int_codes(a, "a"), int_codes(k, "k")
+    for nm, v, hi in (("a", a, n_groups), ("y", y, n_classes), ("k", k, n_clients)):
+        if len(v) and (v.min() < 0 or v.max() >= hi): raise ValueError(f"{nm} values must lie in [0, {hi}), got [{v.min()}, {v.max()}]")
     if not (len(y) == len(a) == len(k)): raise ValueError("y, a and k must have the same length")
     if len(y) == 0: raise ValueError("no samples")
     H = as_prob_rows(yhat, n_classes)

@@ -41,6 +41,13 @@ class PostResult:
     temperature: float         # beta
     history: pd.DataFrame      # per recorded round: smoothed dual, soft constraint values
     lipschitz: dict = field(default_factory=dict)  # L for lambda and every mu_k
+    violation: dict = field(default_factory=dict)  # final soft rule on the calibration data: max |c_g|, max |c_l|, excess over eps
+    halvings: int = 0          # how often the safeguard halved the steps
+
+    @property
+    def flagged(self) -> bool:
+        "True when the final soft rule exceeds a fairness level by more than the run's `violation_tol`."
+        return bool(self.violation.get("flagged", False))
 
     def scores(self, Q, k) -> np.ndarray:
         "v_i = M(a_i, k_i)^T eta_i (Thm. 5) for new samples."
@@ -73,7 +80,9 @@ def fedfact_post(Q: np.ndarray,            # (n, G, m) aware posteriors e_{a_i} 
                  bound: float = 5.0,       # B_d: l1 bound of the duals
                  client_frac: float = 1.0, # fraction of clients sampled per round
                  seed: int = 0,            # client sampling seed
-                 record_every: int = 10,   # history resolution (rounds)
+                 record_every: int = 10,   # history resolution (rounds); 0: no history
+                 check_every: int = 10,    # safeguard: smoothed dual checked every this many rounds (0: off)
+                 violation_tol: float = 1e-3,  # warn when the final soft rule exceeds eps by more than this
                  check_feasibility: bool | None = None,  # phase-one LP first; None: only when priors are given for eop/eo
                 ) -> PostResult:
     "FedFACT post-processing (Alg. 2): clients optimise their local duals mu_k, the server the global dual lambda."
@@ -83,6 +92,8 @@ def fedfact_post(Q: np.ndarray,            # (n, G, m) aware posteriors e_{a_i} 
     if temperature <= 0: raise ValueError(f"temperature must be > 0, got {temperature}")
     if not 0 < client_frac <= 1: raise ValueError(f"client_frac must be in (0, 1], got {client_frac}")
     if rounds < 0 or local_steps < 1: raise ValueError("rounds must be >= 0 and local_steps >= 1")
+    if record_every < 0 or check_every < 0: raise ValueError("record_every and check_every must be >= 0")
+    if not (np.isfinite(violation_tol) and violation_tol >= 0): raise ValueError(f"violation_tol must be >= 0, got {violation_tol}")
     if len(k) and (k.min() < 0 or k.max() >= n_clients): raise ValueError(f"client ids must lie in [0, {n_clients})")
     given_priors = priors is not None
     prob = FairProblem(spec, priors if given_priors else priors_from(Q, k, n_clients))
@@ -105,8 +116,8 @@ def fedfact_post(Q: np.ndarray,            # (n, G, m) aware posteriors e_{a_i} 
     last_grad = np.zeros((n_clients, U))                                  # server memory of the clients' gradients
     hist = []
 
-    def record(t):
-        "Smoothed dual and constraint values of the soft rule on all clients (monitoring only)."
+    def state(t):
+        "Smoothed dual and constraint values of the soft rule on all clients (monitoring and safeguard)."
         H, cg, cl_all = 0.0, np.zeros(U), np.zeros((n_clients, U))
         for c, cl in enumerate(clients):
             v = cl["V0"] + cl["jg"] @ lam + cl["jl"] @ mu[c]
@@ -115,16 +126,20 @@ def fedfact_post(Q: np.ndarray,            # (n, G, m) aware posteriors e_{a_i} 
             cg -= s.ravel() @ cl["jg"].reshape(-1, U) / n                # c_g = <Dg, C(soft h)>
             cl_all[c] = -(s.ravel() @ cl["jl"].reshape(-1, U)) / n       # c_l[k] = <Dl_k, C(soft h)>
         H += (spec.xi_g or 0) * np.abs(lam).sum() + (spec.xi_l or 0) * np.abs(mu).sum()
-        hist.append(dict(round=t, H_smooth=H, max_global=np.abs(cg).max() if prob.use_g else np.nan,
-                         max_local=np.abs(cl_all).max() if prob.use_l else np.nan,
-                         lam_l1=np.abs(lam).sum(), mu_l1_max=np.abs(mu).sum(1).max()))
+        return dict(round=t, H_smooth=H, max_global=np.abs(cg).max() if prob.use_g else np.nan,
+                    max_local=np.abs(cl_all).max() if prob.use_l else np.nan,
+                    lam_l1=np.abs(lam).sum(), mu_l1_max=np.abs(mu).sum(1).max())
 
-    halvings = 0
+    halvings, prev_H = 0, None
     for t in progress(range(rounds), desc="FedFACT post", leave=False):
-        if record_every and t % record_every == 0:
-            record(t)
-            if len(hist) > 1 and hist[-1]["H_smooth"] > hist[-2]["H_smooth"] + 1e-9 * max(1.0, abs(hist[-2]["H_smooth"])):
-                step_scale /= 2; halvings += 1                          # oscillation: halve the steps
+        chk, rec = bool(check_every) and t % check_every == 0, bool(record_every) and t % record_every == 0
+        if chk or rec:
+            st = state(t)
+            if rec: hist.append(st)
+            if chk:                                                      # safeguard, independent of the history
+                if prev_H is not None and st["H_smooth"] > prev_H + 1e-9 * max(1.0, abs(prev_H)):
+                    step_scale /= 2; halvings += 1                      # oscillation: halve the steps
+                prev_H = st["H_smooth"]
         sel = np.arange(n_clients) if n_sel == n_clients else np.sort(rng.choice(n_clients, n_sel, replace=False))
         for c in sel:
             cl = clients[c]
@@ -141,10 +156,18 @@ def fedfact_post(Q: np.ndarray,            # (n, G, m) aware posteriors e_{a_i} 
         if prob.use_g:                                                    # server: lambda <- prox(lambda - eta sum)
             grad = last_grad.sum(0)                                       # latest report of every client
             lam = prox_l1_ball(lam - step_scale / Lg * grad, step_scale / Lg * spec.xi_g, bound)
-    if record_every: record(rounds)
+    final = state(rounds)
+    if record_every: hist.append(final)
+    ex = [final["max_global"] - spec.xi_g if prob.use_g else -np.inf, final["max_local"] - spec.xi_l if prob.use_l else -np.inf]
+    viol = dict(max_global=final["max_global"], max_local=final["max_local"], excess=float(max(max(ex), 0.0)))
+    viol["flagged"] = viol["excess"] > violation_tol
+    if viol["flagged"]:
+        warnings.warn(f"the fair rule exceeds its fairness level on the calibration data by {viol['excess']:.4f} "
+                      f"(max |c_g| {final['max_global']:.4f}, max |c_l| {final['max_local']:.4f}; eps_g={spec.xi_g}, "
+                      f"eps_l={spec.xi_l}): not converged — use more rounds or a smaller step_scale")
     if halvings:
         warnings.warn(f"the smoothed dual increased {halvings} time(s): steps halved to step_scale={step_scale:g}; "
                       "check convergence in the history or start with a lower step_scale")
     if np.abs(lam).sum() >= bound * (1 - 1e-6) or (np.abs(mu).sum(1) >= bound * (1 - 1e-6)).any():
         warnings.warn(f"a dual reached its l1 bound B_d={bound}: the fairness levels may not be met (see history)")
-    return PostResult(prob, lam, mu, beta, pd.DataFrame(hist), dict(lam=Lg, mu=[cl["L"] for cl in clients]))
+    return PostResult(prob, lam, mu, beta, pd.DataFrame(hist), dict(lam=Lg, mu=[cl["L"] for cl in clients]), viol, halvings)
