@@ -3,25 +3,25 @@
 # %% auto #0
 __all__ = ['Matroid', 'OracleMatroid', 'GraphicMatroid', 'UniformMatroid', 'PartitionMatroid', 'LaminarMatroid',
            'LinearMatroidGF2', 'Matchoid', 'MatchingMatchoid', 'FairMatroidError', 'UnknownElementError',
-           'LaminarFamilyError', 'ParameterTooSmallError', 'matroid_partition', 'arboricity', 'degeneracy',
-           'OnlineAlgorithm', 'estimate_fairness', 'clopper_pearson', 'GreedyColouring', 'MatchoidGreedyColouring',
-           'UniformRoundRobin', 'OfflineBaseline', 'LaminarColouring', 'ObliviousWrapper', 'alg3_for_alpha',
-           'KnowledgeRemoval', 'RandomOrderFromSampling']
+           'LaminarFamilyError', 'ParameterTooSmallError', 'LoopError', 'matroid_partition', 'arboricity', 'degeneracy',
+           'OnlineAlgorithm', 'estimate_fairness', 'clopper_pearson', 'colouring_summary', 'GreedyColouring',
+           'MatchoidGreedyColouring', 'UniformRoundRobin', 'OfflineBaseline', 'LaminarColouring', 'ObliviousWrapper',
+           'alg3_for_alpha', 'KnowledgeRemoval', 'RandomOrderFromSampling']
 
 # %% ../../nbs/p10_fair_matroid/09_package.ipynb #0f8db87d
 from .matroids import (Matroid, OracleMatroid, GraphicMatroid, UniformMatroid, PartitionMatroid,
                                              LaminarMatroid, LinearMatroidGF2, Matchoid, MatchingMatchoid,
                                              FairMatroidError, UnknownElementError, LaminarFamilyError,
-                                             ParameterTooSmallError)
+                                             ParameterTooSmallError, LoopError)
 from .arboricity import matroid_partition, arboricity, degeneracy
-from .online import OnlineAlgorithm, estimate_fairness, clopper_pearson
+from .online import OnlineAlgorithm, estimate_fairness, clopper_pearson, colouring_summary
 from .greedy import GreedyColouring, MatchoidGreedyColouring, UniformRoundRobin, OfflineBaseline
 from .laminar import LaminarColouring
 from .oblivious import ObliviousWrapper
 from .random_order import alg3_for_alpha, KnowledgeRemoval, RandomOrderFromSampling
 _all_ = ["Matroid", "OracleMatroid", "GraphicMatroid", "UniformMatroid", "PartitionMatroid", "LaminarMatroid",
          "LinearMatroidGF2", "Matchoid", "MatchingMatchoid", "FairMatroidError", "UnknownElementError",
-         "LaminarFamilyError", "ParameterTooSmallError", "matroid_partition", "arboricity", "degeneracy",
-         "OnlineAlgorithm", "estimate_fairness", "clopper_pearson", "GreedyColouring", "MatchoidGreedyColouring",
+         "LaminarFamilyError", "ParameterTooSmallError", "LoopError", "matroid_partition", "arboricity", "degeneracy",
+         "OnlineAlgorithm", "estimate_fairness", "clopper_pearson", "colouring_summary", "GreedyColouring", "MatchoidGreedyColouring",
          "UniformRoundRobin", "OfflineBaseline", "LaminarColouring", "ObliviousWrapper", "alg3_for_alpha",
          "KnowledgeRemoval", "RandomOrderFromSampling"]

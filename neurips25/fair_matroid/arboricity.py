@@ -199,7 +199,8 @@ def core_numbers(edges, n_vertices: int | None = None) -> np.ndarray:
 
 def earlier_neighbours(edges, order) -> np.ndarray:
     "For each vertex, the number of edges to vertices earlier in `order` (loops ignored)."
-    E = _as_edges(edges); pos = np.empty(len(order), dtype=np.int64); pos[np.asarray(order)] = np.arange(len(order))
+    order = np.asarray(order, dtype=np.int64)                    # [] (an empty graph) has dtype float otherwise
+    E = _as_edges(edges); pos = np.empty(len(order), dtype=np.int64); pos[order] = np.arange(len(order))
     E = E[E[:, 0] != E[:, 1]]
     later = np.where(pos[E[:, 0]] > pos[E[:, 1]], E[:, 0], E[:, 1])
     return np.bincount(later, minlength=len(order))

@@ -16,6 +16,7 @@ from .greedy import GreedyColouring, MatchoidGreedyColouring, UniformRoundRobin,
 from .laminar import LaminarColouring
 from .oblivious import ObliviousWrapper, alg1_factory
 from .random_order import alg3_for_alpha
+from .online import colouring_summary
 
 # %% auto #0
 __all__ = ['NaiveGraphicState', 'NaiveGraphicMatroid', 'benchmark_table', 'main']
@@ -65,7 +66,9 @@ def benchmark_table(elements: int = 100_000,     # target number of elements per
     E = tree_union(nv, alpha, rng); G = GraphicMatroid(E); order = order_random(G.n, rng)
     a1 = GreedyColouring(G, alpha=alpha, k=nv - 1)
     secs, run = _time_run(a1, order, rng)
-    add("Algorithm 1 (union-find)", "graphic", G.n, secs, f"m = {a1.m} colours, {int(run.colours.max())} used")
+    S = colouring_summary(a1, order)                             # exact: E|S| and P(S = ∅) over r ~ U{1..m}
+    add("Algorithm 1 (union-find)", "graphic", G.n, secs, f"m = {a1.m} colours, {int(run.colours.max())} used: exactly "
+        f"1/m-fair, but E|S| = {S['expected_size']:.0f} of {G.n} and P(accept nothing) = {S['p_empty']:.2f}")
     nvn = naive_elements // alpha + 1; En = tree_union(nvn, alpha, rng); on = order_random(len(En), rng)
     t_fast, _ = _time_run(GreedyColouring(GraphicMatroid(En), alpha=alpha, k=nvn - 1), on, rng)
     t_naive, _ = _time_run(GreedyColouring(NaiveGraphicMatroid(En), alpha=alpha, k=nvn - 1), on, rng)

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from .matroids import (Matroid, Matchoid, UniformMatroid, FairMatroidError)
+from .matroids import (Matroid, Matchoid, UniformMatroid, FairMatroidError, LoopError)
 from .arboricity import matroid_partition
 from .online import Colourer, ColouringAlgorithm
 
@@ -50,6 +50,9 @@ class GreedyColourer(Colourer):
                     self.report("k_exceeded", e, f"colour class {j + 1} has {len(A[j])} independent elements, so the "
                                 f"rank exceeds k = {self.alg.k}: k is below its true value")
                 return j + 1
+        if self.M.is_loop(e):                                    # no colour can ever hold a loop: not a parameter problem
+            raise LoopError(f"element {e} is a loop (in no independent set): no algorithm can accept it, so no "
+                            "fair algorithm exists (arboricity is infinite); remove loops first")
         self.report("overflow", e, f"no colour among m = {m} fits element {e}: a knowledge parameter "
                     f"({self.alg.params()}) is below its true value; element rejected")
         return 0

@@ -68,9 +68,11 @@ def gnp_graph(n: int, p: float, rng: np.random.Generator) -> np.ndarray:
     return np.c_[i[keep], j[keep]].astype(np.int64)
 
 def series_parallel_adversary(levels: int,   # recursion depth j >= 1: rank k = 2^(j-1)
-                              t: int = 1,     # parallel edges per bundle: α = 2t
+                              t: int = 1,     # parallel edges per bundle: α = ⌈(2 − 2^(1−j)) t⌉ ≤ 2t
                              ) -> np.ndarray:
     "The series–parallel multigraph C_j(x, y) (ours); its edge order 0..m-1 forces first-fit to use j·t colours."
+    # C_j has (2^j − 1) t edges on 2^(j−1) + 1 vertices, so α = ⌈(2 − 2^(1−j)) t⌉ (Nash-Williams, the whole graph is
+    # the densest part): α = 2t only once 2^(j−1) > t — e.g. t = 2 needs j >= 3; (j, t) = (2, 2) gives α = 3
     if levels < 1 or t < 1: raise FairMatroidError("need levels >= 1 and t >= 1")
     edges, nxt = [], [2]
     def build(j, x, y):
@@ -148,6 +150,7 @@ def random_bipartite(n_left: int, n_right: int, p: float, rng: np.random.Generat
 def check_order(order, n: int) -> np.ndarray:
     "Validate that `order` is a permutation of 0..n-1; return it as an int array."
     o = np.asarray(order)
+    if o.ndim == 1 and o.size == 0: o = o.astype(np.int64)     # [] is the order of an empty ground set, whatever dtype
     if o.ndim != 1 or o.dtype.kind not in "iu": raise FairMatroidError(f"an order must be a 1-D int array, got {o.dtype} {o.shape}")
     if len(o) != n or not np.array_equal(np.sort(o), np.arange(n)):
         raise FairMatroidError(f"an order must be a permutation of the {n} element ids")
@@ -158,7 +161,9 @@ def order_random(n: int, rng: np.random.Generator) -> np.ndarray:
     return rng.permutation(n).astype(np.int64)
 
 def _edge_order_traversal(edges, n_vertices, start, dfs: bool) -> np.ndarray:
-    E = _as_edges(edges); adj = [[] for _ in range(n_vertices)]
+    E = _as_edges(edges)
+    if len(E) == 0: return np.zeros(0, dtype=np.int64)           # an empty graph: the empty order
+    adj = [[] for _ in range(n_vertices)]
     for i, (u, v) in enumerate(E.tolist()): adj[u].append(i); adj[v].append(i)
     seen_v, seen_e, out = [False] * n_vertices, [False] * len(E), []
     for root in [start] + list(range(n_vertices)):
@@ -175,11 +180,11 @@ def _edge_order_traversal(edges, n_vertices, start, dfs: bool) -> np.ndarray:
 
 def order_bfs(edges, n_vertices: int | None = None, start: int = 0) -> np.ndarray:
     "Edges in breadth-first order from `start` (all edges at a vertex when it is visited)."
-    E = _as_edges(edges); return _edge_order_traversal(E, n_vertices or int(E.max()) + 1, start, dfs=False)
+    E = _as_edges(edges); return _edge_order_traversal(E, n_vertices or (int(E.max()) + 1 if len(E) else 0), start, dfs=False)
 
 def order_dfs(edges, n_vertices: int | None = None, start: int = 0) -> np.ndarray:
     "Edges in depth-first (stack) order from `start`."
-    E = _as_edges(edges); return _edge_order_traversal(E, n_vertices or int(E.max()) + 1, start, dfs=True)
+    E = _as_edges(edges); return _edge_order_traversal(E, n_vertices or (int(E.max()) + 1 if len(E) else 0), start, dfs=True)
 
 def order_degree(edges) -> np.ndarray:
     "Edges sorted by decreasing deg(u) + deg(v) (hubs first); stable in edge id."
@@ -188,7 +193,9 @@ def order_degree(edges) -> np.ndarray:
 
 def order_core_first(edges) -> np.ndarray:
     "Dense core first: edges by decreasing min(core(u), core(v)), then by decreasing degree sum."
-    E = _as_edges(edges); nv = int(E.max()) + 1
+    E = _as_edges(edges)
+    if len(E) == 0: return np.zeros(0, dtype=np.int64)
+    nv = int(E.max()) + 1
     core = core_numbers(E, nv)
     deg = np.bincount(E.ravel(), minlength=nv)
     key = np.lexsort((-(deg[E[:, 0]] + deg[E[:, 1]]), -np.minimum(core[E[:, 0]], core[E[:, 1]])))

@@ -2,13 +2,14 @@
 
 # %% ../../nbs/p10_fair_matroid/00_matroids.ipynb #583b96e9
 from __future__ import annotations
+import itertools
 from collections import deque
 from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
 # %% auto #0
-__all__ = ['FairMatroidError', 'UnknownElementError', 'LaminarFamilyError', 'ParameterTooSmallError', 'LoopError',
+__all__ = ['FairMatroidError', 'UnknownElementError', 'LaminarFamilyError', 'ParameterTooSmallError', 'LoopError', 'check_int',
            'check_element', 'IndepState', 'Matroid', 'OracleMatroid', 'UnionFind', 'GraphicState', 'GraphicMatroid',
            'CountState', 'UniformMatroid', 'PartitionMatroid', 'LaminarMatroid', 'GF2State', 'LinearMatroidGF2',
            'MatchoidState', 'Matchoid', 'MatchingState', 'MatchingMatchoid']
@@ -30,6 +31,17 @@ class LoopError(FairMatroidError):
     "A loop (an element in no independent set): no fair algorithm can accept it, arboricity is infinite."
 
 # %% ../../nbs/p10_fair_matroid/00_matroids.ipynb #33bf69e7
+def check_int(x,            # the value to check
+              name: str,    # its name, for the message
+              low: int = 0, # smallest allowed value
+             ) -> int:
+    "Return `x` as an int if it is an integer (int or numpy integer, not bool or float) >= low, else raise."
+    if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, np.integer)):
+        raise FairMatroidError(f"{name} must be an integer >= {low}, got {x!r} ({type(x).__name__}); "
+                               "non-integers are refused rather than truncated")
+    if int(x) < low: raise FairMatroidError(f"{name} must be an integer >= {low}, got {x}")
+    return int(x)
+
 def check_element(e, n: int) -> int:
     "Return `e` as an int if it is an element of the ground set {0..n-1}, else raise `UnknownElementError`."
     if isinstance(e, (bool, np.bool_)) or not isinstance(e, (int, np.integer)):
@@ -96,8 +108,7 @@ class OracleMatroid(Matroid):
     def __init__(self, n: int,                                   # ground set size, E = {0..n-1}
                  independent: Callable[[frozenset], bool],      # the oracle: is this set independent?
                  name: str = "oracle"):                         # a label for tables
-        if int(n) < 0: raise FairMatroidError(f"n must be >= 0, got {n}")
-        self.n, self._oracle, self.name = int(n), independent, name
+        self.n, self._oracle, self.name = check_int(n, "n"), independent, name
     def state(self) -> IndepState: return IndepState(self)
     def is_independent(self, S) -> bool:
         S = [check_element(e, self.n) for e in S]
@@ -215,8 +226,9 @@ class GraphicMatroid(Matroid):
         self.edges = _as_edges(edges); self.n = len(self.edges); self.name = name
         nv = int(self.edges.max()) + 1 if self.n else 0
         if n_vertices is not None:
+            n_vertices = check_int(n_vertices, "n_vertices")
             if n_vertices < nv: raise FairMatroidError(f"n_vertices={n_vertices} but edges use vertex id {nv - 1}")
-            nv = int(n_vertices)
+            nv = n_vertices
         self.n_vertices = nv
         self._ul, self._vl = self.edges[:, 0].tolist(), self.edges[:, 1].tolist()   # python ints: fast scalar access
     def state(self) -> GraphicState: return GraphicState(self)
@@ -257,8 +269,8 @@ class UniformMatroid(Matroid):
     def __init__(self, n: int,        # ground set size
                  k: int,              # rank
                  name: str = "uniform"):
-        if int(n) < 0 or int(k) < 0: raise FairMatroidError(f"need n >= 0 and k >= 0, got n={n}, k={k}")
-        self.n, self.k, self.caps, self.name = int(n), int(k), [int(k)], name
+        n, k = check_int(n, "n"), check_int(k, "k")             # U(10, 2.5) used to become U(10, 2) silently
+        self.n, self.k, self.caps, self.name = n, k, [k], name
     def sets_of(self, e: int) -> tuple: return (0,)
     def state(self) -> CountState: return CountState(self)
     def rank(self, S=None) -> int:
@@ -286,13 +298,15 @@ class LaminarMatroid(Matroid):
                  sets: Sequence[Sequence[int]],      # the laminar family, as lists of element ids
                  caps: Sequence[int],                # r_j >= 1 for each set
                  name: str = "laminar"):
-        self.n, self.name = int(n), name
+        self.n, self.name = check_int(n, "n"), name
         if len(sets) != len(caps): raise LaminarFamilyError(f"{len(sets)} sets but {len(caps)} caps")
         self.sets = [sorted({check_element(e, self.n) for e in S}) for S in sets]
-        self.caps = [int(r) for r in caps]
-        for j, (S, r) in enumerate(zip(self.sets, self.caps)):
-            if r != caps[j] or r < 1:
-                raise LaminarFamilyError(f"cap r_{j} = {caps[j]!r} must be an integer >= 1 (a cap 0 makes S_{j} loops)")
+        self.caps = []
+        for j, (S, r) in enumerate(zip(self.sets, caps)):
+            if isinstance(r, (bool, np.bool_)) or not isinstance(r, (int, np.integer)) or r < 1:   # 2.0 and NaN too
+                raise LaminarFamilyError(f"cap r_{j} = {r!r} must be an integer >= 1 (a cap 0 makes S_{j} loops; "
+                                         "non-integers are refused, as in PartitionMatroid)")
+            self.caps.append(int(r))
             if not S: raise LaminarFamilyError(f"set S_{j} is empty")
         members = [[] for _ in range(self.n)]
         for j in sorted(range(len(self.sets)), key=lambda j: (len(self.sets[j]), j)):
@@ -377,7 +391,8 @@ class Matchoid(Matroid):
     def __init__(self, n: int,                                      # universe size
                  constituents: Sequence[tuple[Sequence[int], Matroid]],  # (universe ids of E_j, matroid on 0..|E_j|-1)
                  name: str = "matchoid"):
-        self.n, self.name, self.constituents, self.where = int(n), name, [], [[] for _ in range(int(n))]
+        n = check_int(n, "n")
+        self.n, self.name, self.constituents, self.where = n, name, [], [[] for _ in range(n)]
         for j, (ids, Mj) in enumerate(constituents):
             ids = [check_element(e, self.n) for e in ids]
             if len(ids) != Mj.n: raise FairMatroidError(f"constituent {j}: {len(ids)} ids for a matroid on {Mj.n} elements")

@@ -15,7 +15,8 @@ from .instances import check_order
 
 # %% auto #0
 __all__ = ['GUARDS', 'PROBLEM_POLICIES', 'OnlineRun', 'OnlineAlgorithm', 'Colourer', 'ColourRun', 'ColouringAlgorithm',
-           'clopper_pearson', 'hoeffding_lower', 'FairnessEstimate', 'acceptance_counts', 'estimate_fairness']
+           'clopper_pearson', 'hoeffding_lower', 'FairnessEstimate', 'acceptance_counts', 'estimate_fairness',
+           'colouring_summary']
 
 # %% ../../nbs/p10_fair_matroid/03_online.ipynb #002fca5d
 GUARDS = ("reject", "halt")
@@ -150,14 +151,25 @@ class FairnessEstimate:
     level: float              # confidence level (family-wise when bonferroni)
     bonferroni: bool = True   # intervals corrected for the n elements
     invalid_runs: int = 0     # runs in which the algorithm proposed a dependent set (the guard had to reject)
+    empty_runs: int | None = None  # runs that accepted nothing (None where the fast path cannot tell)
     lo: np.ndarray = field(init=False, repr=False)
     hi: np.ndarray = field(init=False, repr=False)
     def __post_init__(self):
-        n = max(len(self.counts), 1)
+        if len(self.counts) == 0:
+            raise FairMatroidError("the matroid has no elements: fairness 1 / min_e P[e accepted] is undefined")
+        n = len(self.counts)
         lvl = 1 - (1 - self.level) / n if self.bonferroni else self.level
         self.lo, self.hi = clopper_pearson(self.counts, self.R, lvl)
     @property
     def p_hat(self) -> np.ndarray: return self.counts / self.R
+    @property
+    def expected_size(self) -> float:
+        "Mean number of accepted elements per run (= Σ_e p̂_e): what the fairness guarantee costs in output size."
+        return float(self.counts.sum() / self.R)
+    @property
+    def p_empty(self) -> float:
+        "Fraction of runs that accepted nothing (NaN when not recorded)."
+        return float("nan") if self.empty_runs is None else self.empty_runs / self.R
     @property
     def min_p(self) -> float: return float(self.p_hat.min())
     @property
@@ -186,12 +198,12 @@ def _order_source(order, n: int) -> Callable[[np.random.Generator], np.ndarray] 
     if callable(order): return order
     return check_order(order, n)
 
-def _acceptance(alg: OnlineAlgorithm, order, R: int, rng: np.random.Generator, fast: bool) -> tuple[np.ndarray, int]:
-    "(counts, invalid_runs): invalid = the reject-guard had to stop a proposal that would break independence."
+def _acceptance(alg: OnlineAlgorithm, order, R: int, rng: np.random.Generator, fast: bool) -> tuple[np.ndarray, int, int | None]:
+    "(counts, invalid_runs, empty_runs): invalid = the reject-guard had to stop a dependent proposal; empty = accepted nothing."
     n = alg.matroid.n; src = _order_source(order, n); counts = np.zeros(n, dtype=np.int64)
     if R < 1: raise FairMatroidError(f"R must be >= 1, got {R}")
     if fast and isinstance(src, np.ndarray) and hasattr(alg, "fast_counts"):
-        return alg.fast_counts(src, R, rng), 0
+        return alg.fast_counts(src, R, rng), 0, None
     if fast and isinstance(order, str) and hasattr(alg, "fast_counts_random"):
         return alg.fast_counts_random(R, rng)          # random order: same stream as rng.permutation + run
     if fast and isinstance(src, np.ndarray) and isinstance(alg, ColouringAlgorithm):
@@ -199,13 +211,15 @@ def _acceptance(alg: OnlineAlgorithm, order, R: int, rng: np.random.Generator, f
         per_colour = np.zeros(alg.m + 1, dtype=np.int64)
         for _ in range(R): per_colour[int(rng.integers(1, alg.m + 1))] += 1     # the same draw as ColourRun
         bad = np.zeros(alg.m + 1, dtype=bool); bad[colours[(colours > 0) & ~ok]] = alg.guard == "reject"
-        return np.where(ok, per_colour[colours], 0), int(per_colour[bad].sum())
-    invalid = 0
+        nonempty = np.zeros(alg.m + 1, dtype=bool); nonempty[colours[ok]] = True   # r = c accepts something
+        return np.where(ok, per_colour[colours], 0), int(per_colour[bad].sum()), int(R - per_colour[nonempty].sum())
+    invalid = empty = 0
     for _ in range(R):
         o = src(rng) if callable(src) else src
         run = alg.run(o, rng)
         counts += run.accepted_mask(); invalid += any(kind == "infeasible" for kind, _, _ in run.events)
-    return counts, invalid
+        empty += not run.accepted
+    return counts, invalid, empty
 
 def acceptance_counts(alg: OnlineAlgorithm, order, R: int, rng: np.random.Generator,
                       fast: bool = True) -> np.ndarray:
@@ -221,6 +235,22 @@ def estimate_fairness(alg: OnlineAlgorithm,        # the online algorithm
                       fast: bool = True,           # use the colouring fast path when available
                      ) -> FairnessEstimate:
     "Monte-Carlo estimate of every element's acceptance probability, with Clopper–Pearson intervals."
-    counts, invalid = _acceptance(alg, order, R, rng, fast)
-    est = FairnessEstimate(counts, R, level, bonferroni); est.invalid_runs = invalid
+    if alg.matroid.n == 0:
+        raise FairMatroidError("the matroid has no elements: fairness 1 / min_e P[e accepted] is undefined")
+    counts, invalid, empty = _acceptance(alg, order, R, rng, fast)
+    est = FairnessEstimate(counts, R, level, bonferroni, invalid, empty)
     return est
+
+def colouring_summary(alg: "ColouringAlgorithm",  # a colouring algorithm (Algorithms 1, 2, 4, round-robin)
+                      order,                      # a fixed arrival order (permutation of E)
+                     ) -> dict:
+    "Exact fairness, expected accepted-set size and P(accept nothing) of a colouring algorithm on a fixed order."
+    # the colouring is deterministic given the order and r ~ U{1..m}: P(e accepted) = [e accepted in class c_e] / m,
+    # E|S| = #(accepted over all classes) / m, P(S = ∅) = #(colours whose class accepts nothing) / m
+    colours, ok = alg.class_acceptance(order)
+    m, n = alg.m, alg.matroid.n
+    if n == 0: raise FairMatroidError("the matroid has no elements: fairness is undefined")
+    used = len(set(colours[ok].tolist()))
+    p = ok / m
+    return dict(m=m, colours_used=int(colours.max()), fairness=float(np.inf if p.min() == 0 else 1 / p.min()),
+                min_p=float(p.min()), expected_size=float(ok.sum() / m), p_empty=float((m - used) / m))

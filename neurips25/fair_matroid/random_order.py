@@ -7,7 +7,7 @@ from typing import Callable
 
 import numpy as np
 
-from .matroids import (Matroid, GraphicMatroid, FairMatroidError)
+from .matroids import (Matroid, GraphicMatroid, FairMatroidError, LoopError)
 from .arboricity import arboricity
 from .online import OnlineAlgorithm, OnlineRun
 
@@ -55,21 +55,23 @@ class RandomOrderFromSampling(OnlineAlgorithm):
     def __init__(self, sampler: SamplingModelAlgorithm, guard: str = "reject", on_problem: str = "report"):
         super().__init__(sampler.matroid, guard, on_problem); self.sampler = sampler
     def start(self, rng, n=None) -> _SimRun: return _SimRun(self, rng, n)
-    def fast_counts_random(self, R: int, rng) -> tuple[np.ndarray, int]:
-        "(counts, invalid runs) over R random-order runs, vectorised via the sampler's `accept_from_split`."
+    def fast_counts_random(self, R: int, rng) -> tuple[np.ndarray, int, int]:
+        "(counts, invalid runs, empty runs) over R random-order runs, vectorised via the sampler's `accept_from_split`."
         n, p = self.matroid.n, _check_probs(self.sampler.probs)
-        counts, invalid = np.zeros(n, dtype=np.int64), 0
+        counts, invalid, empty = np.zeros(n, dtype=np.int64), 0, 0
         if not hasattr(self.sampler, "accept_from_split"):     # no vectorised path: full runs
             for _ in range(R):
                 run = self.run(rng.permutation(n), rng)
                 counts += run.accepted_mask(); invalid += any(k == "infeasible" for k, _, _ in run.events)
-            return counts, invalid
+                empty += not run.accepted
+            return counts, invalid, empty
         for _ in range(R):
             perm = rng.permutation(n)                          # the same draws as a full run: order, then sizes
             sizes = rng.multinomial(n, list(p) + [max(0.0, 1 - sum(p))])
             acc = self.sampler.accept_from_split(perm, sizes)
             counts[acc] += 1; invalid += not self.matroid.is_independent(acc)   # validity checked on every run
-        return counts, invalid
+            empty += len(acc) == 0
+        return counts, invalid, empty
 
 # %% ../../nbs/p10_fair_matroid/07_random_order.ipynb #56e0c5b2
 LEVEL_INF = np.iinfo(np.int64).max // 4        # the level of vertices never removed (Def. 4: ∞)
@@ -108,6 +110,10 @@ class DegeneracyAlgorithm(SamplingModelAlgorithm):
         if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 3:
             raise FairMatroidError(f"Algorithm 3 needs an integer d >= 3 (Thm 15), got {d!r}; a graph of smaller "
                                    "degeneracy is also 3-degenerate")
+        if (matroid.edges[:, 0] == matroid.edges[:, 1]).any():
+            e = int(np.flatnonzero(matroid.edges[:, 0] == matroid.edges[:, 1])[0])
+            raise LoopError(f"edge {e} is a self-loop, a loop of the graphic matroid: no algorithm can accept it, so "
+                            "none is fair (arboricity is infinite); remove self-loops first")
         super().__init__(matroid); self.d = int(d)
         self.q = d ** -0.25 / 3                                       # q = d^(-1/4) / 3
         self.probs = ((1 - self.q) / 2, (1 - self.q) / 2)             # p_1 = p_2 = (1 − q)/2
@@ -155,6 +161,8 @@ def alg3_for_alpha(M: GraphicMatroid, alpha: int, **kw) -> OnlineAlgorithm:
     "Cor 4: the α-knowing random-order algorithm — Algorithm 3 with d = 2α − 1, or accept-all for α = 1."
     if isinstance(alpha, bool) or not isinstance(alpha, (int, np.integer)) or alpha < 1:
         raise FairMatroidError(f"alpha must be an integer >= 1, got {alpha!r}")
+    if isinstance(M, GraphicMatroid) and (M.edges[:, 0] == M.edges[:, 1]).any():
+        raise LoopError("the graph has a self-loop, a loop of the graphic matroid: no fair algorithm exists")
     if alpha == 1: return AcceptAll(M, **kw)
     return RandomOrderFromSampling(DegeneracyAlgorithm(M, d=2 * int(alpha) - 1), **kw)
 

@@ -8,11 +8,11 @@ from typing import Iterator, Sequence
 import numpy as np
 
 # %% auto #0
-__all__ = ['MAX_EXACT_K', 'check_shape', 'check_block', 'cache_rows', 'check_probs', 'check_exact_k', 'chunks', 'n_classes_of',
-           'subset_masks', 'subset_index', 'subset_sums', 'check_capacity', 'conjugate', 'precise_capacity',
-           'lower_envelope', 'upper_envelope', 'probability_intervals', 'interval_capacity', 'mobius', 'zeta',
-           'belief_function', 'eps_contamination', 'eps_contamination_members', 'two_monotone_violation',
-           'is_two_monotone']
+__all__ = ['MAX_EXACT_K', 'check_shape', 'prob_atol', 'check_values', 'check_block', 'cache_rows', 'check_probs', 'check_exact_k',
+           'chunks', 'n_classes_of', 'subset_masks', 'subset_index', 'subset_sums', 'check_capacity', 'conjugate',
+           'precise_capacity', 'lower_envelope', 'upper_envelope', 'probability_intervals', 'interval_capacity',
+           'mobius', 'zeta', 'belief_function', 'eps_contamination', 'eps_contamination_members',
+           'two_monotone_violation', 'is_two_monotone']
 
 # %% ../../nbs/p07_iipm/00_capacities.ipynb #bfb93071
 MAX_EXACT_K = 16  # largest K for methods that enumerate all 2^K events
@@ -24,34 +24,55 @@ def check_shape(p: np.ndarray, name: str):
     if n == 0: raise ValueError(f"{name} has no test points (n = 0, shape {p.shape})")
     if K == 0: raise ValueError(f"{name} has no classes (K = 0, shape {p.shape})")
 
+def prob_atol(K: int,  # number of classes
+             ) -> float:
+    "Default tolerance for probability vectors on K classes: max(1e-6, K·2^-23)."
+    # a float32 softmax has entries rounded to ~2^-24 relative error; summing K of them in float32 can drift by up
+    # to ~K·2^-24 — twice that is the default, so float32 network outputs pass at any K, while a missing class or
+    # unnormalised scores (errors of order 1/K or more) do not
+    return max(1e-6, K * 2.0**-23)
+
+def check_values(sums: np.ndarray,  # row sums over the K classes
+                 lo: float,         # smallest entry
+                 atol: float,       # tolerance
+                 name: str = "probs",
+                ):
+    "Raise unless every row sum is finite and within atol of 1 and no entry is below -atol."
+    if not np.isfinite(sums).all(): raise ValueError(f"{name} contains NaN or inf")
+    if lo < -atol: raise ValueError(f"probabilities must be non-negative: min of {name} is {lo:.3g} (tolerance {atol:.3g})")
+    dev = np.abs(sums - 1).max()
+    if dev > atol: raise ValueError(f"probabilities must sum to 1 over the K classes: max deviation of {name} is {dev:.3g} "
+                                    f"(tolerance {atol:.3g}; pass atol= to change it)")
+
 def check_block(p: np.ndarray,        # a block of predictions, shape (b, m, K)
-                atol: float = 1e-6,   # tolerance
+                atol: float | None = None,  # tolerance; None: prob_atol(K)
                 name: str = "probs",  # name used in error messages
-               ):
-    "Value checks of one block: finite, non-negative, summing to 1 over the classes."
+               ) -> float:
+    "Value checks of one block: finite, entries >= -atol, sums within atol of 1. Returns the smallest entry."
+    atol = prob_atol(p.shape[-1]) if atol is None else float(atol)
     with np.errstate(invalid="ignore"):
         sums = p.sum(-1)                                          # NaN or inf anywhere makes its row sum non-finite
-    if not np.isfinite(sums).all(): raise ValueError(f"{name} contains NaN or inf")
-    lo = p.min()
-    if lo < -atol: raise ValueError(f"probabilities must be non-negative: min of {name} is {lo:.3g}")
-    dev = np.abs(sums - 1).max()
-    if dev > atol: raise ValueError(f"probabilities must sum to 1 over the K classes: max deviation of {name} is {dev:.3g}")
+    lo = float(p.min())
+    check_values(sums, lo, atol, name)
+    return lo
 
 def cache_rows(m: int, K: int, nbytes: float = 2**20) -> int:
     "Points per block so that a block of (m, K) float64 predictions fills about `nbytes` (cache-sized)."
     return int(max(1, nbytes // (8 * m * K)))
 
 def check_probs(probs,                # predictions, shape (n, m, K)
-                atol: float = 1e-6,   # tolerance on negativity and on the sum over classes
+                atol: float | None = None,  # tolerance on negativity and on the sum over classes; None: prob_atol(K)
                 name: str = "probs",  # name used in error messages
                ) -> np.ndarray:
-    "Validate an ensemble's predictions of shape (n, m, K) and return them as float64."
+    "Validate an ensemble's predictions of shape (n, m, K); return them as float64 with rounding negatives set to 0."
     p = np.asarray(probs, dtype=np.float64)
     check_shape(p, name)
     n, m, K = p.shape
     rows = cache_rows(m, K)
-    for s in range(0, n, rows): check_block(p[s:s + rows], atol, name)   # cache-sized blocks: one pass over memory
-    return p
+    lo = min(check_block(p[s:s + rows], atol, name) for s in range(0, n, rows))   # cache-sized blocks: one pass
+    # entries in [-atol, 0) are rounding noise: set them to 0 (in a copy) so that every measure sees the same valid
+    # input — otherwise log(p) of a -5e-7 entry makes entropies NaN while MMI-Lin silently uses it
+    return np.maximum(p, 0.0) if lo < 0 else p
 
 def check_exact_k(K: int,            # number of classes
                   what: str,         # the method, for the message

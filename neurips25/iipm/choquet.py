@@ -15,6 +15,7 @@ __all__ = ['MAX_LP_K', 'choquet', 'iipm', 'mmi']
 # %% ../../nbs/p07_iipm/01_choquet.ipynb #7c2980e3
 def choquet(f,   # values of f on the K classes, shape (..., K)
             nu,  # capacity table on the 2^K events, shape (..., 2^K); leading axes broadcast with f's
+            check: bool = True,  # validate nu as a capacity (nu(empty) = 0, nu(X) = 1, monotone, finite)
            ) -> np.ndarray:
     "Choquet integral of `f` with respect to the capacity `nu` by the sorted formula (Def. 4)."
     f = np.asarray(f, dtype=np.float64); nu = np.asarray(nu, dtype=np.float64)
@@ -22,6 +23,7 @@ def choquet(f,   # values of f on the K classes, shape (..., K)
     if K == 0 or nu.ndim == 0 or nu.shape[-1] != 2**K:
         raise ValueError(f"shape mismatch: f has {K} values, so nu needs a last axis of 2^K = {2**K}, got {np.shape(nu)}")
     if not np.isfinite(f).all(): raise ValueError("f contains NaN or inf")
+    if check: check_capacity(nu, name="nu")                      # Def. 4 needs a capacity; anything else is refused
     batch = np.broadcast_shapes(f.shape[:-1], nu.shape[:-1])
     f = np.broadcast_to(f, batch + (K,)); nu = np.broadcast_to(nu, batch + (2**K,))
     order = np.argsort(-f, axis=-1, kind="stable")                # x_(1), ..., x_(K): f sorted decreasingly
@@ -98,7 +100,7 @@ def _sup_difference(nu: np.ndarray, mu: np.ndarray, F, cost) -> np.ndarray:
     Fa = np.asarray(F, dtype=np.float64)
     if Fa.ndim != 2 or Fa.shape[1] != K or Fa.shape[0] == 0:
         raise ValueError(f"a finite class F must be an (r, K) array with r >= 1 and K = {K}, got shape {Fa.shape}")
-    return (choquet(Fa, nu[..., None, :]) - choquet(Fa, mu[..., None, :])).max(-1)   # max over the r functions
+    return (choquet(Fa, nu[..., None, :], check=False) - choquet(Fa, mu[..., None, :], check=False)).max(-1)   # max over r
 
 # %% ../../nbs/p07_iipm/01_choquet.ipynb #140203df
 def iipm(nu,              # first capacity, table of shape (..., 2^K)

@@ -94,6 +94,13 @@ def selective_scores(probs,  # ensemble predictions, shape (n, m, K)
     p = check_probs(probs)
     y = np.asarray(y)
     if y.shape != p.shape[:1]: raise ValueError(f"y must have shape ({p.shape[0]},), got {y.shape}")
+    K = p.shape[-1]
+    if y.dtype.kind == "f" and not (np.isfinite(y).all() and (y == np.round(y)).all()):
+        raise ValueError("labels y must be integer class ids")
+    if y.dtype.kind not in "iuf": raise ValueError(f"labels y must be integer class ids, got dtype {y.dtype}")
+    if y.size and (y.min() < 0 or y.max() >= K):                 # an out-of-range label would just count as an error
+        raise ValueError(f"labels y must lie in 0..{K - 1} (K = {K} classes), got range {y.min()}..{y.max()}")
+    y = y.astype(np.int64)
     correct = p.mean(1).argmax(-1) == y                           # prediction by the centroid (1/m) Σ_j p_j
     values, seconds = compute_measures(p, names)
     curves = {k: ar_curve(correct, v, rates) for k, v in values.items()}
