@@ -36,7 +36,8 @@ $(VENV)/.installed: settings.ini setup.py
 	@command -v $(PYTHON) >/dev/null || { echo "$(PYTHON) not found: install Python 3.11 or run 'make PYTHON=python3 ...'"; exit 1; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/pip install -q $(TORCH_PIN) $(TORCH_INDEX)
+	# --retries 1: where the CPU index cannot be reached, each lookup fails fast instead of backing off five times
+	$(BIN)/pip install -q --retries 1 $(TORCH_PIN) $(TORCH_INDEX)
 	$(BIN)/pip install -q $(TORCH_PIN) -e ".[dev]"
 	# pip check, except for the data-only wheels below, whose own requirements are deliberately not installed
 	@$(BIN)/pip check > $(VENV)/.pip-check 2>&1 || true; \
