@@ -106,3 +106,64 @@ def test_benchmark_reports_dense_blas_ratio():
     assert abs(dense_blas_eo_k(z, s, y, "cross") - naive_eo_k(z, s, y, "cross")) < 1e-12
     _, cmp = run_benchmark(n_quad=300, n_linear=3000, naive_mem_gb=0.005, repeat=1)
     assert cmp["speedup_vs_blas"] > 0 and cmp["abs_diff_blas"] < 1e-10
+
+
+def test_cell_weights_O_GC_at_the_cap():
+    "Issue 22: the stratified weights are O(GC): G*C = MAX_CELLS = 1024 cells, tracemalloc peak far below a dense (GC)^2 W."
+    import time, tracemalloc
+    from neurips25.eok import Kernel
+    from neurips25.eok.estimators import eo_k, eo_k_test, cell_gram, encode_cells, weight_matrix, MAX_CELLS
+    G, C, n = 2, 512, 4096
+    assert G * C == MAX_CELLS
+    rng = np.random.default_rng(0)
+    y = np.arange(n) % C; s = (np.arange(n) // C) % G; z = rng.normal(size=(n, 2)) + 0.3 * s[:, None]
+    k = Kernel("gaussian", 1.0); dense_bytes = (G * C) ** 2 * 8                   # 8 MiB for one dense W
+    eo_k(z, s, y, kernel=k)                                                         # warm-up (imports, caches)
+    for est in ("u", "v", "linear", "block", "rff"):
+        tracemalloc.start(); t0 = time.perf_counter()
+        r = eo_k(z, s, y, estimator=est, kernel=k)
+        dt = time.perf_counter() - t0; peak = tracemalloc.get_traced_memory()[1]; tracemalloc.stop()
+        assert peak < dense_bytes / 8, (est, peak)                                  # the old code peaked at > 2 (GC)^2 * 8
+        assert dt < 10, (est, dt)
+        assert np.isfinite(r.sq)
+    tracemalloc.start(); eo_k_test(z, s, y, kernel=k, n_perm=9)
+    peak = tracemalloc.get_traced_memory()[1]; tracemalloc.stop()
+    assert peak < dense_bytes / 2, peak
+    # the same number as the dense formula <W, Gamma^> (dense W and Gamma built here, outside the memory check)
+    gam, cells, _ = cell_gram(z, s, y, "stratified", k)
+    W, _ = weight_matrix(cells, "stratified")
+    assert abs(eo_k(z, s, y, kernel=k).sq - np.where(W != 0, W * np.nan_to_num(gam), 0.0).sum()) < 1e-12
+
+
+def test_cell_weights_equal_dense_small():
+    "CellWeights.inner / block / dense equal the dense W of the definition (sum over pairs) on small cases, and eo_k = <W, Gamma^>."
+    from neurips25.eok import Kernel
+    from neurips25.eok.estimators import eo_k, encode_cells, cell_weights, cell_gram
+    rng = np.random.default_rng(1); n = 240
+    s, y = rng.integers(0, 3, n), rng.integers(0, 4, n); z = rng.normal(size=(n, 2)) + 0.4 * s[:, None]
+    _, cells = encode_cells(z, s, y); G, C = 3, 4
+    for wts in ("marginal", "uniform", [0.1, 0.0, 0.5, 0.4]):
+        cw = cell_weights(cells, "stratified", wts); w = cw.w[0]
+        Wref = np.zeros((G * C, G * C))
+        for yv in range(C):
+            for a in range(G):
+                for b in range(a + 1, G):
+                    v = np.zeros(G * C); v[a * C + yv], v[b * C + yv] = 1, -1
+                    Wref += w[yv] ** 2 * np.outer(v, v) / (G * (G - 1) / 2)
+        assert np.abs(cw.dense() - Wref).max() < 1e-15
+        M = rng.normal(size=(G * C, G * C)); M = M @ M.T
+        assert abs(cw.inner(np.arange(G * C), M) - (Wref * M).sum()) < 1e-12
+        for yv in range(C):
+            ii = np.arange(G) * C + yv
+            assert np.abs(cw.block(ii) - Wref[np.ix_(ii, ii)]).max() < 1e-15
+        gam = cell_gram(z, s, y, "stratified", Kernel("gaussian", 1.0))[0]
+        ref = np.where(Wref != 0, Wref * np.nan_to_num(gam), 0.0).sum()
+        assert abs(eo_k(z, s, y, kernel=Kernel("gaussian", 1.0), weights=wts).sq - ref) < 1e-12
+    s2 = s % 2; _, c2 = encode_cells(z, s2, y)
+    cw = cell_weights(c2, "cross", "symmetric")
+    a = [np.concatenate([wr, -wr]) for wr in cw.w]
+    M = rng.normal(size=(2 * C, 2 * C)); M = M @ M.T
+    assert np.abs(cw.dense() - (np.outer(a[0], a[0]) + np.outer(a[1], a[1])) / 2).max() < 1e-15
+    assert abs(cw.inner(np.arange(2 * C), M) - (a[0] @ M @ a[0] + a[1] @ M @ a[1]) / 2) < 1e-12
+    r = eo_k(z, s2, y, "cross", kernel=Kernel("gaussian", 1.0), weights="symmetric")
+    assert r.W.shape == (2 * C, 2 * C) and np.abs(r.W - cw.dense()).max() == 0

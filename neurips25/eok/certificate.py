@@ -6,7 +6,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .kernels import Kernel, make_kernel
-from .estimators import encode_cells, weight_matrix, label_weights, cell_gram, VARIANTS
+from .estimators import encode_cells, weight_matrix, cell_weights, label_weights, cell_gram, VARIANTS
 
 # %% auto #0
 __all__ = ['Certificate', 'certificate_from_gram', 'eo_k_certificate', 'gretton_u_bound']
@@ -26,9 +26,11 @@ class Certificate:
     kernel: Kernel
 
 def _single(gam, cells, variant, weights, delta, K):
-    W, w = weight_matrix(cells, variant, weights); w = w[0]
+    cw = cell_weights(cells, variant, weights); w = cw.w[0]                          # O(GC) weights, W never formed
     G, C = cells.G, cells.C
-    est = float(np.sqrt(max(float(np.where(W != 0, W * np.nan_to_num(gam), 0).sum()), 0.0)))    # ||L_w^ mu^||
+    comps = [np.arange(G) * C + yv for yv in range(C)] if variant == "stratified" else [np.arange(G * C)]
+    sq = sum(float(cw.inner(c, np.nan_to_num(gam[np.ix_(c, c)]))) for c in comps)    # <W, Gamma^> block by block
+    est = float(np.sqrt(max(sq, 0.0)))                                              # ||L_w^ mu^||
     _, m = label_weights(cells, weights if weights is not None else ("marginal" if variant == "stratified" else "group1"))
     if m is None: eps, d1 = 0.0, delta                                              # fixed weights
     else:

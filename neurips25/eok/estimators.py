@@ -11,8 +11,9 @@ from scipy import stats
 from .kernels import Kernel, make_kernel, kernel_sums, rff_sums, sqdist, _as2d
 
 # %% auto #0
-__all__ = ['MAX_CELLS', 'VARIANTS', 'ESTIMATORS', 'Cells', 'encode_cells', 'label_weights', 'weight_matrix', 'sample_weights',
-           'EOk', 'cell_gram', 'eo_k', 'dp_mmd', 'calibration_mmd', 'group_gaps', 'eo_k_test']
+__all__ = ['MAX_CELLS', 'VARIANTS', 'ESTIMATORS', 'Cells', 'encode_cells', 'label_weights', 'CellWeights', 'cell_weights',
+           'weight_matrix', 'sample_weights', 'EOk', 'cell_gram', 'eo_k', 'dp_mmd', 'calibration_mmd', 'group_gaps',
+           'eo_k_test']
 
 # %% ../../nbs/p01_eok/01_estimators.ipynb #4b0c978a
 @dataclass
@@ -41,7 +42,7 @@ def _labels(v, name: str, n: int | None) -> np.ndarray:
     if v.dtype.kind == "f" and np.isnan(v).any(): raise ValueError(f"{name} contains NaN")
     return v
 
-MAX_CELLS = 1024   # G * C above this is refused (the cell weight matrix is (G C)^2)
+MAX_CELLS = 1024   # G * C above this is refused (`cell_gram` and the cross variant's one component are (G C)^2)
 
 def encode_cells(z: np.ndarray,  # (n, d) or (n,) representation
                  s: np.ndarray,  # (n,) sensitive attribute (any sortable values)
@@ -93,11 +94,57 @@ def label_weights(cells: Cells,            # the cell coding
         raise ValueError(f"weights must be non-negative and sum to 1, got {w}")
     return w, None
 
-def weight_matrix(cells: Cells,       # the cell coding
-                  variant: str,       # "stratified" | "cross"
-                  weights=None,       # None: the variant's default ("marginal" / "group1")
-                 ) -> tuple[np.ndarray, np.ndarray]:
-    "The (GC, GC) matrix W with EO_k^2 = <W, Gamma>, and the label weights used (rows: one per weight vector)."
+@dataclass
+class CellWeights:
+    "The weights W of EO_k^2 = <W, Gamma> over the GC cells, kept implicit: O(GC) memory (W itself is (GC, GC))."
+    variant: str       # "stratified" | "cross"
+    G: int             # groups
+    C: int             # labels
+    w: np.ndarray      # (R, C) label weights, one row per weight vector (R = 2 for the cross weights="symmetric")
+    # stratified: W couples only cells (s, y), (s', y) of one label; block y is w_y^2 (G I - 1 1^T) / |P|, |P| = G(G-1)/2
+    # cross: W = mean_r a_r a_r^T (rank one per weight vector), a_r(0, y) = w_ry, a_r(1, y) = -w_ry
+
+    @property
+    def used(self) -> np.ndarray:
+        "(G, C) mask of the cells with a non-zero weight (whole strata y with w_y != 0)."
+        nz = self.w[0] != 0 if self.variant == "stratified" else (self.w != 0).any(0)
+        return np.broadcast_to(nz, (self.G, self.C)).copy()
+
+    def _cross_a(self, cidx: np.ndarray) -> np.ndarray:
+        s_, y_ = np.divmod(cidx, self.C)
+        return np.where(s_ == 0, 1.0, -1.0) * self.w[:, y_]            # (R, m): a_r on the cells cidx
+
+    def block(self, cidx: np.ndarray) -> np.ndarray:
+        "The dense block W[cidx, cidx] (m, m): only for the m cells of one component (m = G stratified)."
+        cidx = np.asarray(cidx)
+        if self.variant == "cross":
+            a = self._cross_a(cidx); return np.einsum("rc,rd->cd", a, a) / len(a)
+        s_, y_ = np.divmod(cidx, self.C); wy = self.w[0, y_]
+        same = (y_[:, None] == y_[None, :]) * (self.G * (s_[:, None] == s_[None, :]) - 1.0)
+        return same * (wy[:, None] * wy[None, :]) / (self.G * (self.G - 1) / 2)
+
+    def inner(self, cidx: np.ndarray, Gam: np.ndarray):
+        "<W[cidx, cidx], Gam> for Gam of shape (..., m, m) on the cells cidx, without forming any W block."
+        cidx = np.asarray(cidx)
+        if self.variant == "cross":                                   # mean_r a_r^T Gam a_r
+            a = self._cross_a(cidx); return np.einsum("...cd,rc,rd->...", Gam, a, a) / len(a)
+        s_, y_ = np.divmod(cidx, self.C); n_pairs = self.G * (self.G - 1) / 2
+        tot = 0.0
+        for yv in np.unique(y_):                                      # one stratum per component in `eo_k`
+            ii = np.flatnonzero(y_ == yv); Gy = Gam[..., ii[:, None], ii[None, :]]
+            # w_y^2 / |P| (G tr Gam_yy - 1^T Gam_yy 1): the sum over pairs s < s' of the squared differences
+            tot = tot + self.w[0, yv] ** 2 * (self.G * np.trace(Gy, axis1=-2, axis2=-1) - Gy.sum((-2, -1))) / n_pairs
+        return tot
+
+    def dense(self) -> np.ndarray:
+        "The (GC, GC) matrix W itself (teaching and small GC only: (GC)^2 memory)."
+        return self.block(np.arange(self.G * self.C))
+
+def cell_weights(cells: Cells,       # the cell coding
+                 variant: str,       # "stratified" | "cross"
+                 weights=None,       # None: the variant's default ("marginal" / "group1")
+                ) -> CellWeights:
+    "The weights of EO_k^2 = <W, Gamma> in O(GC) memory and time (label weights, one row per weight vector)."
     if variant not in VARIANTS: raise ValueError(f"unknown variant {variant!r}: use one of {VARIANTS}")
     G, C = cells.G, cells.C
     if variant == "cross" and G != 2:
@@ -105,38 +152,47 @@ def weight_matrix(cells: Cells,       # the cell coding
     if weights is None: weights = "marginal" if variant == "stratified" else "group1"
     if isinstance(weights, str) and weights == "symmetric":
         if variant != "cross": raise ValueError("weights='symmetric' is defined for the 'cross' variant only")
-        W0, w0 = weight_matrix(cells, variant, "group0"); W1, w1 = weight_matrix(cells, variant, "group1")
-        return (W0 + W1) / 2, np.vstack([w0, w1])                  # mean of the two squared statistics
-    w, _ = label_weights(cells, weights)
-    W = np.zeros((G * C, G * C))
-    if variant == "stratified":
-        # sum over pairs s<s' of (e_s - e_s')(e_s - e_s')^T = G I - 1 1^T: block y is w_y^2 (G I - 1 1^T) / |P|
-        n_pairs = G * (G - 1) / 2
-        blk = (G * np.eye(G) - np.ones((G, G))) / n_pairs
-        for y in range(C):
-            if w[y] == 0: continue
-            ii = np.arange(G) * C + y
-            W[np.ix_(ii, ii)] = w[y] ** 2 * blk
-    else:
-        a = np.concatenate([w, -w])                                # a_(0,y) = w_y, a_(1,y) = -w_y
-        W = np.outer(a, a)
-    return W, w[None, :]
+        w = np.vstack([label_weights(cells, "group0")[0], label_weights(cells, "group1")[0]])  # mean of the two squares
+    else: w = label_weights(cells, weights)[0][None, :]
+    return CellWeights(variant, G, C, w)
+
+def weight_matrix(cells: Cells,       # the cell coding
+                  variant: str,       # "stratified" | "cross"
+                  weights=None,       # None: the variant's default ("marginal" / "group1")
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    "The dense (GC, GC) matrix W with EO_k^2 = <W, Gamma> and the label weights (teaching / small GC; `eo_k` uses `cell_weights`)."
+    cw = cell_weights(cells, variant, weights)
+    return cw.dense(), cw.w
 
 def sample_weights(cells: Cells, w: np.ndarray) -> np.ndarray:
     "Per-sample weights omega_i = w_{y_i} / n_{s_i, y_i} (they sum to 1 within each group)."
     return w[cells.y] / cells.counts[cells.s, cells.y]
 
 # %% ../../nbs/p01_eok/01_estimators.ipynb #25ac2f08
-def _components(cells: Cells, variant: str, W: np.ndarray | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
-    "Independent parts of <W, Gamma>: (sample mask, cell indices) per stratum (stratified) or one (cross); with W, used cells only."
-    if variant == "cross": comps = [(np.ones(len(cells.s), bool), np.arange(cells.G * cells.C))]
-    else: comps = [(cells.y == y, np.arange(cells.G) * cells.C + y) for y in range(cells.C)]
-    if W is None: return comps
-    used = np.abs(W).sum(0) > 0                                        # cells with a non-zero weight
+def _used(cells: Cells, W) -> np.ndarray:
+    "(G, C) mask of the cells with a non-zero weight, from `CellWeights`, a (G, C) bool mask or a dense W."
+    if isinstance(W, CellWeights): return W.used
+    W = np.asarray(W)
+    if W.dtype == bool and W.shape == (cells.G, cells.C): return W
+    return np.abs(W).sum(0).reshape(cells.G, cells.C) > 0
+
+def _strata(cells: Cells) -> list[np.ndarray]:
+    "Sample indices (ascending) of each label stratum y = 0..C-1: O(n log n) time, O(n) memory."
+    return np.split(np.argsort(cells.y, kind="stable"), np.cumsum(np.bincount(cells.y, minlength=cells.C))[:-1])
+
+def _components(cells: Cells, variant: str, W=None) -> list[tuple[np.ndarray, np.ndarray]]:
+    "Independent parts of <W, Gamma>: (sample indices, cell indices) per stratum (stratified) or one (cross); with W, used cells only."
+    G, C = cells.G, cells.C
+    used = np.ones(G * C, bool) if W is None else _used(cells, W).ravel()
+    if variant == "cross":
+        cidx = np.flatnonzero(used)
+        return [(np.flatnonzero(used[cells.cell]), cidx)] if len(cidx) else []
     out = []
-    for mask, cidx in comps:
-        cidx = cidx[used[cidx]]
-        if len(cidx): out.append((mask & np.isin(cells.cell, cidx), cidx))
+    for yv, idx in enumerate(_strata(cells)):
+        cidx = np.arange(G) * C + yv; cidx = cidx[used[cidx]]
+        if len(cidx) == 0: continue
+        if len(cidx) < G: idx = idx[used[cells.cell[idx]]]
+        out.append((idx, cidx))
     return out
 
 def _onehot(local: np.ndarray, m: int) -> np.ndarray:
@@ -161,12 +217,17 @@ class EOk:
     kernel: Kernel            # the kernel used (bandwidth resolved)
     weights: np.ndarray       # label weights, one row per weight vector
     counts: np.ndarray        # (G, C) cell counts
-    W: np.ndarray = field(repr=False, default=None)  # the weight matrix over cells
+    cell_weights: CellWeights = field(repr=False, default=None)  # the weights over cells, O(GC)
     def __float__(self): return float(self.sq)
+    @property
+    def W(self) -> np.ndarray:
+        "The dense (GC, GC) weight matrix (built on request: small GC only)."
+        return self.cell_weights.dense()
 
 # %% ../../nbs/p01_eok/01_estimators.ipynb #6cce8369
-def _check_counts(cells: Cells, variant: str, W: np.ndarray, need: int):
-    used = np.abs(W).sum(0).reshape(cells.G, cells.C) > 0           # cells with a non-zero weight
+def _check_counts(cells: Cells, variant: str, W, need: int):
+    "Refuse used cells with fewer than `need` samples (W: `CellWeights`, (G, C) bool mask of used cells, or dense W)."
+    used = _used(cells, W)                                            # cells with a non-zero weight
     bad = np.argwhere(used & (cells.counts < need))
     if len(bad):
         s, y = bad[0]; c = cells.counts[s, y]
@@ -174,18 +235,21 @@ def _check_counts(cells: Cells, variant: str, W: np.ndarray, need: int):
         raise ValueError(f"cell (s={cells.s_values[s]!r}, y={cells.y_values[y]!r}) {what}: the {variant} statistic with "
                          f"this estimator needs at least {need} per (group, label) cell")
 
+def _component_gram(z, cells, idx, cidx, kern, unbiased, chunk) -> np.ndarray:
+    "Gamma^ on the cells cidx of one component (samples idx): (m, m)."
+    loc = np.searchsorted(cidx, cells.cell[idx]); A = _onehot(loc, len(cidx))
+    S = kernel_sums(z[idx], A, kern, chunk=chunk)                        # block-wise: O(chunk * n) memory
+    return _gram_from_sums(S, A.T @ kern.diag(z[idx]), A.sum(0), unbiased)
+
 def _quadratic_gram(z, cells, comps, kern, unbiased, chunk) -> np.ndarray:
-    "Gamma^ over all cells; entries between components are not computed (nan)."
+    "Gamma^ over all cells, (GC, GC); entries between components are not computed (nan)."
     m = cells.G * cells.C; Gam = np.full((m, m), np.nan)
-    for mask, cidx in comps:
-        loc = np.searchsorted(cidx, cells.cell[mask]); A = _onehot(loc, len(cidx))
-        S = kernel_sums(z[mask], A, kern, chunk=chunk)                   # block-wise: O(chunk * n) memory
-        Gam[np.ix_(cidx, cidx)] = _gram_from_sums(S, A.T @ kern.diag(z[mask]), A.sum(0), unbiased)
+    for idx, cidx in comps: Gam[np.ix_(cidx, cidx)] = _component_gram(z, cells, idx, cidx, kern, unbiased, chunk)
     return Gam
 
-def _quadratic(z, cells, comps, W, kern, unbiased, chunk):
-    Gam = _quadratic_gram(z, cells, comps, kern, unbiased, chunk)
-    return float(np.where(W != 0, W * np.nan_to_num(Gam), 0.0).sum()), np.nan
+def _quadratic(z, cells, comps, cw, kern, unbiased, chunk):
+    "sum over components of <W_comp, Gamma^_comp>: only the per-component blocks are computed."
+    return float(sum(cw.inner(cidx, _component_gram(z, cells, idx, cidx, kern, unbiased, chunk)) for idx, cidx in comps)), np.nan
 
 def cell_gram(z: np.ndarray,                 # (n, d) representation
               s: np.ndarray,                 # (n,) sensitive attribute
@@ -198,17 +262,17 @@ def cell_gram(z: np.ndarray,                 # (n, d) representation
     "The estimated cell Gram matrix Gamma^_{cc'} = <mu^_c, mu^_c'> (cells c = s*C + y), the cells and the kernel."
     if variant not in VARIANTS: raise ValueError(f"unknown variant {variant!r}: use one of {VARIANTS}")
     z, cells = encode_cells(z, s, y)
-    _check_counts(cells, variant, np.ones((cells.G * cells.C,) * 2), 2 if unbiased else 1)
+    _check_counts(cells, variant, np.ones((cells.G, cells.C), bool), 2 if unbiased else 1)
     kern = make_kernel(kernel, z)
     return _quadratic_gram(z, cells, _components(cells, variant), kern, unbiased, chunk), cells, kern
 
-def _linear(z, cells, comps, W, kern, rng):
+def _linear(z, cells, comps, cw, kern, rng):
     total, var = 0.0, 0.0
-    for mask, cidx in comps:
-        Wc = W[np.ix_(cidx, cidx)]
-        idx = [rng.permutation(np.flatnonzero(cells.cell == c)) for c in cidx]
+    for ii, cidx in comps:
+        Wc = cw.block(cidx)                                           # (m, m), m = G cells of one stratum
+        cc = cells.cell[ii]; idx = [rng.permutation(ii[cc == c]) for c in cidx]
         m2 = min(len(i) for i in idx) // 2                            # m_2 = min_c floor(n_c / 2)
-        _small_cell(cells, cidx, idx, 2 * m2 * len(cidx), int(mask.sum()), "linear")
+        _small_cell(cells, cidx, idx, 2 * m2 * len(cidx), len(ii), "linear")
         a = [z[i[:m2]] for i in idx]; b = [z[i[m2:2 * m2]] for i in idx]
         u = np.zeros(m2)
         for p in range(len(cidx)):
@@ -239,12 +303,12 @@ def _small_cell(cells, cidx, idx, used, n_comp, estimator, min_frac=0.25):
         warnings.warn(f"{where} has only {n_min} samples, so the {estimator} estimator uses {used} of the {n_comp} samples "
                       f"of its stratum ({100 * used / n_comp:.1f}%); estimator='u' uses them all")
 
-def _block(z, cells, comps, W, kern, rng, block_size, batch_entries=2 ** 22):
+def _block(z, cells, comps, cw, kern, rng, block_size, batch_entries=2 ** 22):
     if block_size < 2: raise ValueError(f"block_size must be >= 2, got {block_size}")
     total, var = 0.0, 0.0
-    for mask, cidx in comps:
-        Wc = W[np.ix_(cidx, cidx)]; m = len(cidx); n_comp = int(mask.sum())
-        idx = [rng.permutation(np.flatnonzero(cells.cell == c)) for c in cidx]
+    for ii, cidx in comps:
+        m = len(cidx); n_comp = len(ii)
+        cc = cells.cell[ii]; idx = [rng.permutation(ii[cc == c]) for c in cidx]
         nb = max(1, min(n_comp // block_size, min(len(i) for i in idx) // 2))  # >= 2 per cell and block
         # per block, cell c contributes at most cap_c = max(2, ceil(2 B n_c / n)) samples, so a block never holds much
         # more than 2B + 3m samples (memory O(B^2)) even when a tiny cell limits nb; the rest of the cell is unused
@@ -267,19 +331,19 @@ def _block(z, cells, comps, W, kern, rng, block_size, batch_entries=2 ** 22):
             S = np.einsum("bic,bij,bjd->bcd", Ablk, Kb, Ablk, optimize=True)
             cnt = Ablk.sum(1)
             Gb = _gram_from_sums(S, cnt, cnt, unbiased=True)           # k(z,z) = 1, so diag sums = counts
-            vals[b0:b0 + step] = np.einsum("cd,bcd->b", Wc, Gb)
+            vals[b0:b0 + step] = cw.inner(cidx, Gb)
         total += vals.mean(); var += vals.var(ddof=1) / nb if nb > 1 else np.nan
     return total, float(np.sqrt(var))
 
-def _rff(z, cells, comps, W, kern, rng, n_features, chunk):
+def _rff(z, cells, comps, cw, kern, rng, n_features, chunk):
     if n_features < 2 or n_features % 2: raise ValueError(f"n_features must be an even number >= 2, got {n_features}")
     omega = kern.frequencies(z.shape[1], n_features // 2, rng)
     total = 0.0
-    for mask, cidx in comps:
-        loc = np.searchsorted(cidx, cells.cell[mask]); A = _onehot(loc, len(cidx))
-        F = rff_sums(z[mask], A, omega, chunk=chunk)                 # (m, D): sum of phi over each cell
+    for ii, cidx in comps:
+        loc = np.searchsorted(cidx, cells.cell[ii]); A = _onehot(loc, len(cidx))
+        F = rff_sums(z[ii], A, omega, chunk=chunk)                   # (m, D): sum of phi over each cell
         G = _gram_from_sums(F @ F.T, A.sum(0), A.sum(0), unbiased=True)  # phi.phi = 1 on the diagonal
-        total += float((W[np.ix_(cidx, cidx)] * G).sum())
+        total += float(cw.inner(cidx, G))
     return total, np.nan
 
 # %% ../../nbs/p01_eok/01_estimators.ipynb #3ec6e4c5
@@ -298,14 +362,14 @@ def eo_k(z: np.ndarray,                 # (n, d) or (n,) representation Z = f(X)
     "Estimate the kernel equalized-odds statistic EO_k^2 = <W, Gamma> (and its root)."
     if estimator not in ESTIMATORS: raise ValueError(f"unknown estimator {estimator!r}: use one of {ESTIMATORS}")
     z, cells = encode_cells(z, s, y)
-    W, w = weight_matrix(cells, variant, weights)
-    _check_counts(cells, variant, W, 1 if estimator == "v" else 2)
-    kern = make_kernel(kernel, z); comps = _components(cells, variant, W); rng = np.random.default_rng(seed)
-    if estimator in ("u", "v"): sq, se = _quadratic(z, cells, comps, W, kern, estimator == "u", chunk)
-    elif estimator == "linear": sq, se = _linear(z, cells, comps, W, kern, rng)
-    elif estimator == "block": sq, se = _block(z, cells, comps, W, kern, rng, block_size)
-    else: sq, se = _rff(z, cells, comps, W, kern, rng, n_features, 65536)
-    return EOk(float(sq), float(np.sqrt(max(sq, 0.0))), se, variant, estimator, kern, w, cells.counts, W)
+    cw = cell_weights(cells, variant, weights)                        # O(GC): W is never formed
+    _check_counts(cells, variant, cw, 1 if estimator == "v" else 2)
+    kern = make_kernel(kernel, z); comps = _components(cells, variant, cw); rng = np.random.default_rng(seed)
+    if estimator in ("u", "v"): sq, se = _quadratic(z, cells, comps, cw, kern, estimator == "u", chunk)
+    elif estimator == "linear": sq, se = _linear(z, cells, comps, cw, kern, rng)
+    elif estimator == "block": sq, se = _block(z, cells, comps, cw, kern, rng, block_size)
+    else: sq, se = _rff(z, cells, comps, cw, kern, rng, n_features, 65536)
+    return EOk(float(sq), float(np.sqrt(max(sq, 0.0))), se, variant, estimator, kern, cw.w, cells.counts, cw)
 
 # %% ../../nbs/p01_eok/01_estimators.ipynb #e9b0e76e
 def dp_mmd(z: np.ndarray,                 # (n, d) representation
@@ -369,26 +433,25 @@ def eo_k_test(z: np.ndarray,                # (n, d) representation
     z, cells = encode_cells(z, s, y); rng = np.random.default_rng(seed + 1); kern = res.kernel
     n = len(cells.s); P = n_perm + 1
     S_perm = np.empty((P, n), dtype=np.int64); S_perm[0] = cells.s
+    strata = _strata(cells)
     for p in range(1, P):                                   # permute s within each label stratum
         sp = cells.s.copy()
-        for yv in range(cells.C):
-            ii = np.flatnonzero(cells.y == yv); sp[ii] = sp[rng.permutation(ii)]
+        for ii in strata: sp[ii] = sp[rng.permutation(ii)]
         S_perm[p] = sp
     cell_p = S_perm * cells.C + cells.y[None, :]            # (P, n) cell index under each permutation
-    comps = _components(cells, variant, res.W); stat = np.zeros(P)
+    cw = res.cell_weights; comps = _components(cells, variant, cw); stat = np.zeros(P)
     if estimator == "rff":
         nf = kwargs.get("n_features", 512)
         omega = kern.frequencies(z.shape[1], nf // 2, np.random.default_rng(seed))
-    for mask, cidx in comps:
-        loc = np.searchsorted(cidx, cell_p[:, mask].T)       # (n_comp, P)
+    for ii, cidx in comps:
+        loc = np.searchsorted(cidx, cell_p[:, ii].T)         # (n_comp, P)
         A = np.eye(len(cidx))[loc]                          # (n_comp, P, m)
         cnt = A.sum(0)                                      # (P, m), the same in every permutation
-        Wc = res.W[np.ix_(cidx, cidx)]
         if estimator == "rff":
-            F = rff_sums(z[mask], A, omega)                 # (P, m, D)
+            F = rff_sums(z[ii], A, omega)                   # (P, m, D)
             G = _gram_from_sums(F @ F.transpose(0, 2, 1), cnt, cnt, True)
         else:
-            S = kernel_sums(z[mask], A, kern, chunk=kwargs.get("chunk", 256))
+            S = kernel_sums(z[ii], A, kern, chunk=kwargs.get("chunk", 256))
             G = _gram_from_sums(S, cnt, cnt, estimator == "u")
-        stat += np.einsum("cd,pcd->p", Wc, G)
+        stat += cw.inner(cidx, G)                           # (P,): <W_comp, Gamma^_p> per permutation
     return float(stat[0]), float((1 + (stat[1:] >= stat[0] - 1e-12).sum()) / P)

@@ -9,7 +9,7 @@ from torch import nn
 
 from ..core import get_device, seed_everything, progress
 from .kernels import Kernel
-from .estimators import (encode_cells, weight_matrix, label_weights, _check_counts, eo_k, dp_mmd,
+from .estimators import (encode_cells, weight_matrix, cell_weights, label_weights, _check_counts, eo_k, dp_mmd,
                                       calibration_mmd, group_gaps)
 from .synthetic import dp_decomposition
 
@@ -148,7 +148,7 @@ def train_fair(X: np.ndarray, y: np.ndarray, s: np.ndarray,   # training inputs,
     if not (len(X) == len(y) == len(s)): raise ValueError("X, y and s must have the same length")
     if set(np.unique(y)) - {0, 1}: raise ValueError("y must be binary 0/1")
     _, cells = encode_cells(np.zeros(len(y)), s, y)
-    W, w = weight_matrix(cells, variant) if penalty == "eok" else (None, None)
+    w = cell_weights(cells, variant).w if penalty == "eok" else None                # label weights only (O(GC))
     rng = seed_everything(seed); dev = get_device(device)
     mean, std = X.mean(0), X.std(0) + 1e-6
     net = FairNet(X.shape[1], d_z, hidden).to(dev)
