@@ -1,0 +1,143 @@
+"""The reader's edition (`make docs`, neurips25.docs): a real build of a small site, its failure modes, and a headless
+Chromium that looks at the result.
+
+Cost on 2 cores: a small reproduce of the demo series, one cold build of `p00_demo` + `nbs/04_docs.ipynb` (the one
+library notebook executed), one unchanged rebuild, one failing fixture build, and a browser session.
+"""
+import json, os, shutil, socket, subprocess, sys, threading, time, functools, http.server
+from pathlib import Path
+
+import pytest
+import nbformat
+
+from neurips25 import core
+from neurips25.docs import build, check_site
+
+ROOT = core.REPO_ROOT
+CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "NEURIPS25_PROGRESS": "0"}
+
+
+def _docs_cli(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "neurips25.docs", *map(str, args)], cwd=ROOT, env=env or ENV,
+                          capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def small_site(tmp_path_factory):
+    "A site of the demo series (run at the small profile into a scratch outputs/) and this notebook, built twice."
+    d = tmp_path_factory.mktemp("docs")
+    out = d / "outputs"
+    env = {**ENV, "NEURIPS25_OUTPUTS": str(out)}
+    r = subprocess.run([sys.executable, "-c", "import sys; from neurips25.runner import main; sys.exit(main(sys.argv[1:]))",
+                        "reproduce", "p00", "--profile", "small", "--jobs", "1"], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert (out / "p00_demo" / "fig_style" / "small" / "manifest.json").is_file()
+    args = ("build", "p00_demo", "04_docs", "--site", d / "site", "--work", d / "work", "--outputs", out)
+    t = time.time(); first = _docs_cli(*args, env=env); cold = time.time() - t
+    t = time.time(); second = _docs_cli(*args, env=env); warm = time.time() - t
+    return dict(dir=d, site=d / "site", first=first, second=second, cold=cold, warm=warm)
+
+
+def test_build_small_site(small_site):
+    first, second, site = small_site["first"], small_site["second"], small_site["site"]
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    assert "notebooks executed 1, reused 0" in first.stdout, first.stdout
+    # unchanged: nothing re-executed, no page re-converted
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "notebooks executed 0, reused 1; pages converted 0" in second.stdout, second.stdout
+    assert small_site["warm"] < small_site["cold"]
+    for page in ("index.html", "report.html", "p00_demo/index.html", "p00_demo/10_fig_style.html",
+                 "shared/04_docs.html", "api/docs.html", "assets/mathjax/MathJax.js", "search/search_index.json"):
+        assert (site / page).is_file(), page
+    assert check_site(site) == []
+    art = (site / "p00_demo" / "10_fig_style.html").read_text()
+    assert "profile" in art and "<strong>small</strong>" in art          # the manifest summary of the run shown
+    assert "Claims" in art and "byte_stable_figures" in art            # its claims table
+    assert "Not yet run" not in art
+    assert 'src="10_fig_style_files/' in art                            # the figure, extracted next to the page
+    api = (site / "api" / "docs.html").read_text()
+    assert "check_site" in api and "a built site" in api and "../shared/04_docs.html" in api   # docments; defining notebook
+    landing = (site / "index.html").read_text()
+    assert "P12" in landing and "FedFACT" in landing
+    nb_page = (site / "shared" / "04_docs.html").read_text()
+    assert 'type="math/tex; mode=display"' in nb_page                    # the notebook's display equation
+    assert "../api/docs.html#mod-docs" in nb_page                         # linked to its API section
+
+
+def test_not_yet_run(small_site, tmp_path):
+    "Without outputs/ (a fresh clone) artefacts are marked 'not yet run' and the build still succeeds."
+    r = _docs_cli("build", "p00_demo", "--site", tmp_path / "site", "--work", small_site["dir"] / "work",
+                  "--outputs", tmp_path / "no-outputs")
+    assert r.returncode == 0, r.stderr[-3000:]
+    html = (tmp_path / "site" / "p00_demo" / "10_fig_style.html").read_text()
+    assert "Not yet run" in html and "make reproduce" in html
+    assert "Not yet run" in (tmp_path / "site" / "report.html").read_text()
+
+
+def test_build_fails_on_errors(tmp_path):
+    "A notebook that raises, a broken link and a missing image each make the build fail, naming the problem."
+    root = tmp_path / "repo"; (root / "nbs").mkdir(parents=True); (root / "docs_src").mkdir()
+    shutil.copy(ROOT / "docs_src" / "mkdocs.yml", root / "docs_src" / "mkdocs.yml")
+    (root / "README.md").write_text("# fixture\n")
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# Bad"),
+                                                   nbformat.v4.new_code_cell("x = 1\n1 / 0")]), root / "nbs" / "00_bad.ipynb")
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(
+        "# Links\n\n[gone](nowhere.md) and ![fig](missing.png)")]), root / "nbs" / "01_links.ipynb")
+    st = build(root=root, site=tmp_path / "site", work=tmp_path / "work", outputs=tmp_path / "outputs", log=lambda *a: None)
+    fails = "\n".join(st["failures"])
+    assert "00_bad.ipynb: the notebook fails when executed" in fails and "ZeroDivisionError" in fails
+    assert "nowhere.md" in fails and "missing image" in fails
+    assert (tmp_path / "site" / "shared" / "00_bad.html").is_file()     # the failing page still shows its traceback
+    assert "ZeroDivisionError" in (tmp_path / "site" / "shared" / "00_bad.html").read_text()
+
+
+@pytest.mark.skipif(not (CHROMIUM.exists() and CHROMEDRIVER.exists()),
+                    reason="needs Debian's chromium and chromium-driver (apt-get install chromium chromium-driver)")
+def test_browser(small_site):
+    "A real browser: the landing page's paper table, a rendered equation and a figure are visible; screenshots saved."
+    webdriver = pytest.importorskip("selenium.webdriver", reason="needs selenium (make setup installs the dev extras)")
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+    site = small_site["site"]
+    shots = core.OUTPUTS_PATH / "_docs_screenshots"; shots.mkdir(parents=True, exist_ok=True)
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *a): pass
+    handler = functools.partial(Quiet, directory=str(site))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{httpd.server_address[1]}"
+    opts = Options(); opts.binary_location = str(CHROMIUM)
+    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,1000"):
+        opts.add_argument(a)
+    drv = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=opts)
+    try:
+        drv.get(f"{base}/index.html")
+        table = drv.find_element(By.CSS_SELECTOR, "article table")
+        assert table.is_displayed() and "P12" in table.text and "FedFACT" in table.text
+        assert any(h.is_displayed() for h in drv.find_elements(By.XPATH, "//th[normalize-space()='paper']"))
+        drv.save_screenshot(str(shots / "landing.png"))
+
+        drv.get(f"{base}/p00_demo/index.html")
+        assert "House plotting style" in drv.find_element(By.TAG_NAME, "h1").text
+        drv.find_element(By.LINK_TEXT, "The house plotting style (demo artefact)").click()
+        img = WebDriverWait(drv, 20).until(lambda d: [i for i in d.find_elements(By.CSS_SELECTOR, "article img")
+                                                      if i.is_displayed() and d.execute_script(
+                                                          "return arguments[0].complete && arguments[0].naturalWidth", i)])
+        drv.execute_script("arguments[0].scrollIntoView()", img[0])
+        drv.save_screenshot(str(shots / "series_figure.png"))
+
+        drv.get(f"{base}/shared/04_docs.html")
+        svg = WebDriverWait(drv, 30).until(lambda d: [s for s in d.find_elements(      # MathJax's typeset display
+            By.CSS_SELECTOR, "div.MathJax_Display span.MathJax") if s.is_displayed()])      # equation (HTML-CSS output)
+        assert svg[0].size["width"] > 100 and svg[0].size["height"] > 10    # typeset, not raw TeX
+        assert "sha256" in svg[0].text and "\\operatorname" not in svg[0].text
+        assert not drv.find_elements(By.CSS_SELECTOR, ".MathJax_Error, .noError")
+        drv.execute_script("arguments[0].scrollIntoView({block: 'center'})", svg[0])
+        drv.save_screenshot(str(shots / "equation.png"))
+    finally:
+        drv.quit(); httpd.shutdown()
+    assert all((shots / f).stat().st_size > 10_000 for f in ("landing.png", "series_figure.png", "equation.png"))
