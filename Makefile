@@ -3,6 +3,7 @@
 #   make reproduce  set up, then run every registered figure/table notebook at the medium profile -> outputs/REPORT.md
 #   make lab        JupyterLab on the notebooks
 #   make bench      the speed benchmarks of every series (one thread each)
+#   make docs       a static site of every notebook with its outputs in _docs/ (make serve-docs to browse it)
 SHELL := /bin/bash
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
@@ -27,7 +28,7 @@ DEBIAN_DATA := dataset-fashion-mnist
 
 .PHONY: setup data test reproduce report lab bench sync clean-outputs help docs serve-docs
 help:
-	@sed -n '2,6p' Makefile
+	@sed -n '2,7p' Makefile
 BENCHMARKS := eok iipm fair_matroid fedfact fair_selection equality_of_impact
 
 setup: $(VENV)/.installed
