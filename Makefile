@@ -28,7 +28,7 @@ DEBIAN_DATA := dataset-fashion-mnist
 
 .PHONY: setup data test reproduce report lab bench sync clean-outputs help docs serve-docs
 help:
-	@sed -n '2,7p' Makefile
+	@sed -n '2,6p' Makefile
 BENCHMARKS := eok iipm fair_matroid fedfact fair_selection equality_of_impact
 
 setup: $(VENV)/.installed
