@@ -1,0 +1,149 @@
+"""P11 EBM geometry: assertions on the public API (neurips25.ebm_geometry) from outside the notebooks.
+
+Closed forms (Gaussian log-density and score, hyperbolic half-plane geodesics, Euclidean straight lines, the AR(1)
+stationary variance of Langevin on a quadratic), calibration equations, the ODE verifier against the discrete
+minimiser, and the errors on bad input.
+"""
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from neurips25.ebm_geometry import (CircularMixture, ucg, wcg, Metric, MetricError, CalibrationError, calibrate,
+                                    calibrate_grid, toy_grid, euclidean, energy_metrics, land_h, rbf_metric,
+                                    path_energy, path_length, lerp_path, geodesic_path, verify_geodesic,
+                                    riemannian_speed, path_stats, langevin, LangevinDivergence, EnergyMLP,
+                                    gamma_rmse, d_rmse, accumulated_prob)
+
+F64 = torch.float64
+
+
+def test_mixture_matches_scipy_and_autograd():
+    from scipy.stats import multivariate_normal
+    mix = wcg(K=7, R=3.0, sigma=0.7)
+    x = torch.tensor([[0.1, 2.0], [-3.0, 0.5], [10.0, -4.0]], dtype=F64)
+    ref = sum(w * multivariate_normal(m, 0.49 * np.eye(2)).pdf(x.numpy()) for w, m in zip(mix.weights.numpy(), mix.means.numpy()))
+    np.testing.assert_allclose(mix.prob(x).numpy(), ref, rtol=1e-10)
+    xr = x.clone().requires_grad_()
+    g, = torch.autograd.grad(mix.log_prob(xr).sum(), xr)
+    np.testing.assert_allclose(mix.score(x).numpy(), g.numpy(), rtol=1e-8, atol=1e-12)
+    with pytest.raises(ValueError, match="sum to 1"):
+        CircularMixture(torch.zeros(2, 2), torch.tensor([0.2, 0.2]))
+
+
+def test_calibration_equations_hold():
+    rng = np.random.default_rng(0)
+    h_on, h_off = torch.tensor(rng.uniform(0.5, 1.5, 50)), torch.tensor(rng.uniform(1e-5, 2e-4, 40))
+    a, b = calibrate(h_on, h_off, "inverse")
+    assert abs(float(a * h_on.mean() + b) - 1) < 1e-9 and abs(float(a * h_off.mean() + b) - 1e-3) < 1e-9
+    a, b = calibrate(-torch.log(h_on), -torch.log(h_off), "direct", ratio=100.0)
+    assert abs(float(a * (-torch.log(h_on)).mean() + b) - 1) < 1e-9
+    assert abs(float(a * (-torch.log(h_off)).mean() + b) - 100) < 1e-7
+    with pytest.raises(CalibrationError, match="calibration failure"):
+        calibrate(h_off, h_on, "inverse")
+    lam = energy_metrics(ucg().energy, "grid")["G_1/p"].lam(toy_grid())
+    assert abs(float(lam.min()) - 1) < 1e-6 and abs(float(lam.max()) - 1e3) < 1e-3
+    with pytest.raises(CalibrationError, match="constant"):
+        calibrate_grid(torch.ones(10))
+
+
+def test_metric_positivity_is_enforced():
+    m = Metric("bad", lambda x: x[:, 0])
+    with pytest.raises(MetricError, match="non-positive"):
+        m.lam(torch.tensor([[-1.0, 0.0]], dtype=F64))
+    with pytest.raises(ValueError, match=r"shape \(n, 2\)"):
+        euclidean().lam(torch.zeros(4))
+
+
+def test_euclidean_geodesic_is_the_straight_line():
+    x0, x1 = torch.tensor([[1.0, -2.0]], dtype=F64), torch.tensor([[-3.0, 5.0]], dtype=F64)
+    init = lerp_path(x0, x1, 20) + 0.5 * torch.sin(torch.linspace(0, 3 * math.pi, 21, dtype=F64))[None, :, None]
+    P = geodesic_path(x0, x1, euclidean(), T=20, init=init, device="cpu")
+    assert (P - lerp_path(x0, x1, 20)).abs().max() < 1e-3
+    assert abs(float(path_energy(P, euclidean())) - 0.5 * 65) < 0.01 * 32.5
+
+
+def test_hyperbolic_geodesic_closed_form_and_ode():
+    hyper = Metric("hyperbolic", lambda x: 1.0 / x[:, 1] ** 2)
+    a, b = torch.tensor([[0.0, 1.0]], dtype=F64), torch.tensor([[2.0, 3.0]], dtype=F64)
+    # circle through a and b centred on the x-axis: centre c with (c-0)^2+1 = (c-2)^2+9 -> c = 3, radius sqrt(10)
+    P = geodesic_path(a, b, hyper, T=64, device="cpu")
+    assert ((P[0] - torch.tensor([3.0, 0.0], dtype=F64)).norm(dim=1) - math.sqrt(10)).abs().max() < 1e-2
+    d = math.acosh(1 + (4 + 4) / (2 * 1 * 3))
+    assert abs(float(path_length(P, hyper)) - d) < 5e-3 * d
+    assert float(verify_geodesic(P, hyper)) < 1e-2
+    s = riemannian_speed(P, hyper)
+    assert float(s.std() / s.mean()) < 0.05
+
+
+def test_toy_oracle_geodesic_follows_the_arc():
+    mix = ucg(); G = energy_metrics(mix.energy, "grid")["G_1/p"]
+    A, B = mix.means[20:21], mix.means[-20:-19]
+    P, L = geodesic_path(A, B, G, T=48, steps=300, device="cpu"), lerp_path(A, B, 48)
+    assert float(verify_geodesic(P, G, window=8)) < 0.05 < float(verify_geodesic(L, G, window=8))
+    assert float(accumulated_prob(P, mix.log_prob)) > 3 * float(accumulated_prob(L, mix.log_prob))
+    st = path_stats(P, G, mix.log_prob)
+    assert float(st["speed_cv"]) < 0.1 and float(st["min_log_density"]) > float(path_stats(L, G, mix.log_prob)["min_log_density"])
+    with pytest.raises(ValueError, match="outside the data range"):
+        geodesic_path(A, B * 10, G, bounds=(torch.tensor([-9.0, -1.0]), torch.tensor([9.0, 9.0])))
+
+
+def test_langevin_stationary_variance_and_divergence():
+    g = torch.Generator().manual_seed(1)
+    x = langevin(lambda x: 0.5 * (x ** 2).sum(-1), torch.zeros(20000, 1, dtype=F64), n_steps=80, step=0.2, noise=0.5, generator=g)
+    assert abs(float(x.var()) - 0.25 / (1 - 0.64)) < 0.03
+    with pytest.raises(LangevinDivergence, match="diverged"):
+        langevin(lambda x: -(x ** 4).sum(-1) * 1e30, torch.ones(3, 2))
+
+
+def test_energy_head_and_evaluation_metrics():
+    m = EnergyMLP(dim=3, width=8, depth=1)
+    assert m(torch.randn(5, 3)).shape == (5,)
+    with pytest.raises(ValueError, match=r"shape \(n, 3\)"):
+        m(torch.randn(5, 2))
+    P = torch.randn(2, 9, 2, dtype=F64)
+    assert torch.allclose(gamma_rmse(P + torch.tensor([0.0, 2.0], dtype=F64), P), torch.full((2,), 2.0, dtype=F64))
+    X = torch.tensor([[0.0, 0.0]], dtype=F64)
+    assert torch.allclose(d_rmse(P, X), P.norm(dim=-1).mean(-1))
+    X3 = torch.tensor([[0.0, 0.0], [1.0, 0.0]], dtype=F64)
+    h = land_h(X3, 1.0)(torch.tensor([[0.0, 0.0]], dtype=F64))
+    assert torch.allclose(h, torch.tensor([[math.exp(-0.5), 0.0]], dtype=F64))
+
+
+def test_interpolant_endpoints_and_training_lowers_energy():
+    from neurips25.ebm_geometry import Interpolant, train_interpolant
+    net = Interpolant(dim=2)
+    a, b = torch.randn(4, 2), torch.randn(4, 2)
+    P = net(a, b, 10)
+    assert torch.allclose(P[:, 0], a) and torch.allclose(P[:, -1], b) and torch.allclose(P, lerp_path(a, b, 10), atol=1e-6)
+    mix = ucg(); G = energy_metrics(mix.energy, "grid")["G_1/p"]
+    net, losses = train_interpolant(mix.sample(1000, seed=0), G, steps=60, batch=32, T=16, lr=3e-3, device="cpu")
+    assert np.mean(losses[-10:]) < 0.5 * np.mean(losses[:3])
+    with pytest.raises(ValueError, match="must be"):
+        train_interpolant(torch.zeros(5, 3), G)
+
+
+def test_rotated_characters_and_shortest_arc():
+    from neurips25.ebm_geometry import rotated_characters, shortest_arc, render_char, rotate
+    d = rotated_characters(chars=("F", "7"), angles=[0.0, 90.0, -90.0, 180.0])
+    assert d["images"].shape == (8, 32, 32) and list(d["labels"]) == [0] * 4 + [1] * 4
+    F0, F90, Fm90, F180 = d["images"][:4]
+    assert (F90 == np.rot90(F0)).all() and (Fm90 == np.rot90(F0, -1)).all() and (F180 == np.rot90(F0, 2)).all()
+    assert (F180 != F0).sum() > 20
+    np.testing.assert_allclose(shortest_arc(-170.0, 170.0, 2), [-170.0, 180.0, 170.0])
+    np.testing.assert_allclose(shortest_arc(10.0, 100.0, 3), [10.0, 40.0, 70.0, 100.0])
+    with pytest.raises(ValueError, match="non-empty"):
+        rotated_characters(angles=[])
+
+
+def test_char_autoencoder_triplets_and_shapes():
+    from neurips25.ebm_geometry import rotated_characters, sample_triplets, CharAE
+    d = rotated_characters(chars=("G", "J"), angles=np.arange(-175, 181, 5.0))
+    L, A = torch.as_tensor(d["labels"]), torch.as_tensor(d["angles"])
+    a, p, q = sample_triplets(L, A, 50, generator=torch.Generator().manual_seed(1))
+    diff = lambda u, v: ((u - v + 180) % 360 - 180).abs()
+    assert (L[a] == L[p]).all() and (L[a] == L[q]).all() and (diff(A[a], A[p]) <= 5).all() and (diff(A[a], A[q]) > 30).all()
+    ae = CharAE(latent=4)
+    z = ae.encode(torch.as_tensor(d["images"][:3]))
+    assert z.shape == (3, 4) and ae.decode(z).shape == (3, 32, 32)
