@@ -6,7 +6,7 @@
   in-processing (a client's update does not depend on the order of the clients),
 * every exported module works on its own, the benchmark CLI, runs.yaml's small profile equals the notebooks' defaults.
 """
-import ast, json, os, subprocess, sys, warnings
+import os, subprocess, sys, warnings
 from pathlib import Path
 
 import numpy as np
@@ -157,12 +157,9 @@ def test_benchmark_cli():
 
 
 def _defaults(nb_path):
-    nb = json.loads(nb_path.read_text())
-    cell = next(c for c in nb["cells"] if "parameters" in c.get("metadata", {}).get("tags", []))
-    out = {}
-    for node in ast.parse("".join(cell["source"])).body:
-        if isinstance(node, ast.AnnAssign): out[node.target.id] = ast.literal_eval(node.value)
-    return out
+    "Defaults of the notebook's `parameters` cell, read by the runner's own parser."
+    from neurips25.runner.registry import notebook_parameters
+    return {name: p["default"] for name, p in notebook_parameters(nb_path).items()}
 
 
 def test_runs_yaml_small_equals_defaults():

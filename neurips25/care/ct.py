@@ -126,6 +126,15 @@ def _sirt_step(x, y, th, lam, nonneg):
     x = x + lam * C * backproject_t(R * (y - radon_t(x, th)), th)
     return x.clamp_min(0) if nonneg else x
 
+def _iterative_start(sino, theta, n_iter, relaxation, x0):
+    "Checked view angles and the starting image of SIRT/SART (zeros unless `x0` is given)."
+    th = _as_theta(theta)
+    if sino.shape[-2] != th.numel(): raise ValueError(f"sinogram has {sino.shape[-2]} views but theta has {th.numel()} angles")
+    if not 0 < relaxation < 2: raise ValueError(f"relaxation must be in (0, 2), got {relaxation}")
+    if n_iter < 1: raise ValueError("n_iter must be >= 1")
+    n = sino.shape[-1]
+    return th, torch.zeros(*sino.shape[:-2], n, n, dtype=sino.dtype, device=sino.device) if x0 is None else x0.clone()
+
 def sirt_t(sino: torch.Tensor,        # (..., A, N) sinogram
            theta,                     # (A,) view angles in degrees
            n_iter: int = 50,          # iterations
@@ -134,12 +143,7 @@ def sirt_t(sino: torch.Tensor,        # (..., A, N) sinogram
            x0: torch.Tensor | None = None,  # start (default zeros)
           ) -> torch.Tensor:
     "SIRT reconstruction, x ← x + λ C Aᵀ R (y − A x)."
-    th = _as_theta(theta)
-    if sino.shape[-2] != th.numel(): raise ValueError(f"sinogram has {sino.shape[-2]} views but theta has {th.numel()} angles")
-    if not 0 < relaxation < 2: raise ValueError(f"relaxation must be in (0, 2), got {relaxation}")
-    if n_iter < 1: raise ValueError("n_iter must be >= 1")
-    n = sino.shape[-1]
-    x = torch.zeros(*sino.shape[:-2], n, n, dtype=sino.dtype, device=sino.device) if x0 is None else x0.clone()
+    th, x = _iterative_start(sino, theta, n_iter, relaxation, x0)
     for _ in range(n_iter): x = _sirt_step(x, sino, th, relaxation, nonneg)
     return x
 
@@ -152,12 +156,7 @@ def sart_t(sino: torch.Tensor,        # (..., A, N) sinogram
            x0: torch.Tensor | None = None,
           ) -> torch.Tensor:
     "SART: the SIRT update applied one view at a time (ordered subsets of size 1), `n_iter` sweeps."
-    th = _as_theta(theta)
-    if sino.shape[-2] != th.numel(): raise ValueError(f"sinogram has {sino.shape[-2]} views but theta has {th.numel()} angles")
-    if not 0 < relaxation < 2: raise ValueError(f"relaxation must be in (0, 2), got {relaxation}")
-    if n_iter < 1: raise ValueError("n_iter must be >= 1")
-    n = sino.shape[-1]
-    x = torch.zeros(*sino.shape[:-2], n, n, dtype=sino.dtype, device=sino.device) if x0 is None else x0.clone()
+    th, x = _iterative_start(sino, theta, n_iter, relaxation, x0)
     order = np.random.default_rng(seed).permutation(th.numel())
     for _ in range(n_iter):
         for k in order: x = _sirt_step(x, sino[..., k:k + 1, :], th[k:k + 1], relaxation, nonneg)
