@@ -126,3 +126,10 @@ def cli(root: Path, *args: str):
 
 def out_dir(root: Path, art: str, slot: str) -> Path:
     return root / "outputs" / "p98_fix" / art / slot
+
+
+@pytest.fixture
+def notebook_defaults():
+    "A function: notebook path -> the defaults of its `parameters` cell, read by the runner's own parser."
+    from neurips25.runner.registry import notebook_parameters
+    return lambda nb_path: {name: p["default"] for name, p in notebook_parameters(nb_path).items()}

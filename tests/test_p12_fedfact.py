@@ -156,18 +156,12 @@ def test_benchmark_cli():
     assert "samples per second" in r.stdout and "exact LP" in r.stdout
 
 
-def _defaults(nb_path):
-    "Defaults of the notebook's `parameters` cell, read by the runner's own parser."
-    from neurips25.runner.registry import notebook_parameters
-    return {name: p["default"] for name, p in notebook_parameters(nb_path).items()}
-
-
-def test_runs_yaml_small_equals_defaults():
+def test_runs_yaml_small_equals_defaults(notebook_defaults):
     yaml = pytest.importorskip("yaml")
     runs = yaml.safe_load((SERIES / "runs.yaml").read_text())
     assert runs["series"] == "p12_fedfact"
     for name, art in runs["artefacts"].items():
-        d = _defaults(SERIES / art["notebook"])
+        d = notebook_defaults(SERIES / art["notebook"])
         assert art["small"] == d, (name, art["small"], d)
         for prof in ("medium", "full"):
             assert set(art[prof]) <= set(d), (name, prof, set(art[prof]) - set(d))

@@ -2,7 +2,7 @@
 
 # %% ../../nbs/p04_equality_of_impact/03_algorithms.ipynb #ce2362c7
 from __future__ import annotations
-import math, sys, time
+import abc, math, sys, time
 from dataclasses import dataclass, field
 from typing import Generator
 import numpy as np
@@ -16,7 +16,7 @@ __all__ = ['FOREVER', 'Policy', 'RunResult', 'simulate', 'next_alloc', 'NonNoisy
 # %% ../../nbs/p04_equality_of_impact/03_algorithms.ipynb #a8d86f1d
 FOREVER = sys.maxsize   # block length of a committed policy (the simulator truncates it at T)
 
-class Policy:
+class Policy(abc.ABC):
     "An online allocation rule; `play(T)` is a generator yielding (a, n) and receiving block-mean observations."
     name = "policy"
     def __init__(self, B: float = 1.0,           # budget (known to the learner)
@@ -30,7 +30,9 @@ class Policy:
     def for_env(cls, env: Environment, **kw) -> "Policy":
         "The policy with what the learner may know of `env`: B, sigma, group sizes (never the functions)."
         return cls(B=env.B, sigma=env.sigma, sizes=env.sizes, **kw)
-    def play(self, T: int) -> Generator: raise NotImplementedError
+    @abc.abstractmethod
+    def play(self, T: int) -> Generator:
+        "Allocate T rounds: yield (a, n) blocks and receive their mean observations (every concrete policy defines it)."
 
 @dataclass
 class RunResult:

@@ -2,7 +2,7 @@
 
 # %% ../../nbs/p04_equality_of_impact/00_env.ipynb #179d3b9d
 from __future__ import annotations
-import dataclasses, math
+import abc, dataclasses, math
 from dataclasses import dataclass
 from typing import Callable
 import numpy as np
@@ -13,9 +13,11 @@ __all__ = ['ENV_NAMES', 'Response', 'SatExp', 'LogResponse', 'Quadratic', 'Disco
            'Environment', 'make_env']
 
 # %% ../../nbs/p04_equality_of_impact/00_env.ipynb #d57b7002
-class Response:
+class Response(abc.ABC):
     "A concave response f: [0, B] -> R, vectorised; `lipschitz(B)` bounds |f'| on [0, B]."
-    def __call__(self, a): raise NotImplementedError
+    @abc.abstractmethod
+    def __call__(self, a):
+        "f(a), elementwise for an array `a` (every concrete response defines it)."
     def lipschitz(self, B: float) -> float:
         "Largest slope magnitude on a fine grid of [0, B] (subclasses with a closed form override it)."
         x = np.linspace(0.0, B, 8193)
