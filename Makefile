@@ -24,7 +24,7 @@ TORCH_REPORT = import torch\nbuild = f"CUDA {torch.version.cuda}" if torch.versi
 TORCH_REPORT += \nprint(f"setup: torch {torch.__version__}, {build} build")\nif torch.version.cuda and "$(TORCH_INDEX)":
 TORCH_REPORT += \n    print("setup: note: no CPU wheel from $(TORCH_CPU_INDEX); this CUDA build runs on CPUs too")
 # Data packages from Debian that some series read (see data/README.md).
-DEBIAN_DATA := dataset-fashion-mnist
+DEBIAN_DATA := dataset-fashion-mnist bible-kjv bible-kjv-text fortunes fortunes-min jargon-text wordnet-base python3-doc
 
 .PHONY: setup data test reproduce report lab bench sync clean-outputs help docs serve-docs
 help:
@@ -57,8 +57,8 @@ $(VENV)/.installed: settings.ini setup.py
 data:
 	@missing=$$(for p in $(DEBIAN_DATA); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
 	if [ -z "$$missing" ]; then echo "data: Debian data packages present ($(DEBIAN_DATA))"; \
-	elif [ "$$(id -u)" = 0 ]; then apt-get install -y -q $$missing >/dev/null || { apt-get update -q >/dev/null && apt-get install -y -q $$missing >/dev/null; }; \
-	elif sudo -n true 2>/dev/null; then sudo apt-get install -y -q $$missing >/dev/null; \
+	elif [ "$$(id -u)" = 0 ]; then apt-get install -y -q --no-install-recommends $$missing >/dev/null || { apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends $$missing >/dev/null; }; \
+	elif sudo -n true 2>/dev/null; then sudo apt-get install -y -q --no-install-recommends $$missing >/dev/null; \
 	else echo "data: missing Debian packages: $$missing. Install them with: sudo apt-get install $$missing"; fi
 
 # Regenerate neurips25/ from nbs/ and fail (on CI) or warn (locally) if it was out of date.
