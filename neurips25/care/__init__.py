@@ -5,8 +5,11 @@ __all__ = ['view_angles', 'radon_t', 'backproject_t', 'ramp_filter', 'fbp_t', 's
            'sparse_view_sinogram', 'LABELS', 'GROUPS', 'GROUP_METRIC', 'MU_WATER', 'Phantom', 'shepp_logan',
            'anatomical_phantom', 'hu_to_mu', 'ellipse_mask', 'tube_mask', 'random_walk', 'branching_curves',
            'GROUPS_CODE', 'boundary', 'nsd', 'cldice', 'structure_scores', 'group_scores', 'aggregate',
-           'format_median_iqr', 'psnr', 'ssim', 'oracle_segment', 'UNet', 'freeze', 'care_loss', 'CoordMLP', 'fit_inr',
-           'N_CLASSES', 'hu_to_input', 'make_cases', 'train_segmenter', 'segment', 'train_enhancer', 'enhance']
+           'format_median_iqr', 'psnr', 'ssim', 'oracle_segment', 'SparseCT', 'ParallelBeam', 'FanBeam', 'os_sart',
+           'asd_pocs', 'tv_gradient', 'anatomical_phantom_3d', 'ellipsoid_mask', 'tube_mask_3d', 'load_head_ct',
+           'HEAD_CT_PATH', 'HEAD_LABELS', 'UNet', 'freeze', 'care_loss', 'CoordMLP', 'fit_inr', 'BatchedCoordMLP',
+           'fit_inr_batch', 'N_CLASSES', 'hu_to_input', 'make_cases', 'train_segmenter', 'segment', 'train_enhancer',
+           'enhance']
 
 # %% ../../nbs/p06_care/09_package.ipynb #e59f6c7f
 from .ct import (view_angles, radon_t, backproject_t, ramp_filter, fbp_t, sirt_t, sart_t, add_noise,
@@ -15,13 +18,18 @@ from .phantoms import (LABELS, GROUPS, GROUP_METRIC, MU_WATER, Phantom, shepp_lo
                                      hu_to_mu, ellipse_mask, tube_mask, random_walk, branching_curves)
 from .metrics import (GROUPS_CODE, boundary, nsd, cldice, structure_scores, group_scores, aggregate,
                                     format_median_iqr, psnr, ssim)
+from .operators import SparseCT, ParallelBeam, FanBeam, os_sart, asd_pocs, tv_gradient
+from .volumes import (anatomical_phantom_3d, ellipsoid_mask, tube_mask_3d, load_head_ct, HEAD_CT_PATH,
+                                    HEAD_LABELS)
 from .segment import oracle_segment
-from .models import UNet, freeze, care_loss, CoordMLP, fit_inr
+from .models import UNet, freeze, care_loss, CoordMLP, fit_inr, BatchedCoordMLP, fit_inr_batch
 from .train import N_CLASSES, hu_to_input, make_cases, train_segmenter, segment, train_enhancer, enhance
 _all_ = ["view_angles", "radon_t", "backproject_t", "ramp_filter", "fbp_t", "sirt_t", "sart_t", "add_noise",
          "sparse_view_sinogram", "LABELS", "GROUPS", "GROUP_METRIC", "MU_WATER", "Phantom", "shepp_logan",
          "anatomical_phantom", "hu_to_mu", "ellipse_mask", "tube_mask", "random_walk", "branching_curves",
          "GROUPS_CODE", "boundary", "nsd", "cldice", "structure_scores", "group_scores", "aggregate",
          "format_median_iqr", "psnr", "ssim", "oracle_segment",
-         "UNet", "freeze", "care_loss", "CoordMLP", "fit_inr",
+         "SparseCT", "ParallelBeam", "FanBeam", "os_sart", "asd_pocs", "tv_gradient",
+         "anatomical_phantom_3d", "ellipsoid_mask", "tube_mask_3d", "load_head_ct", "HEAD_CT_PATH", "HEAD_LABELS",
+         "UNet", "freeze", "care_loss", "CoordMLP", "fit_inr", "BatchedCoordMLP", "fit_inr_batch",
          "N_CLASSES", "hu_to_input", "make_cases", "train_segmenter", "segment", "train_enhancer", "enhance"]

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from .ct import radon_t, _as_theta
 
 # %% auto #0
-__all__ = ['UNet', 'freeze', 'care_loss', 'CoordMLP', 'fit_inr']
+__all__ = ['UNet', 'freeze', 'care_loss', 'CoordMLP', 'fit_inr', 'BatchedCoordMLP', 'fit_inr_batch']
 
 # %% ../../nbs/p06_care/04_models.ipynb #e212deb9
 def _block(cin, cout):
@@ -112,3 +112,58 @@ def fit_inr(sino: torch.Tensor,         # (A, N) measured sinogram
         if extra_loss is not None: loss = loss + extra_loss(img)
         opt.zero_grad(); loss.backward(); opt.step(); hist.append(float(loss.detach()))
     return model, hist
+
+# %% ../../nbs/p06_care/04_models.ipynb #08007564
+class BatchedCoordMLP(nn.Module):
+    "B independent coordinate MLPs (Fourier features, softplus output) evaluated together with batched matmuls."
+    def __init__(self, batch: int, n_freq: int = 6, width: int = 64, depth: int = 3, seed: int = 0):
+        super().__init__()
+        if batch < 1 or n_freq < 0 or width < 1 or depth < 1: raise ValueError("batch >= 1, n_freq >= 0, width >= 1, depth >= 1")
+        self.register_buffer("freq", (2.0 ** torch.arange(n_freq)) * math.pi)
+        dims = [2 + 4 * n_freq] + [width] * depth + [1]
+        gens = [torch.Generator().manual_seed(1_000_003 * seed + m) for m in range(batch)]   # member m's init ignores the batch size
+        u = lambda shape, bound: torch.stack([(torch.rand(shape, generator=g) * 2 - 1) * bound for g in gens])
+        self.W, self.b = nn.ParameterList(), nn.ParameterList()
+        for din, dout in zip(dims[:-1], dims[1:]):                       # nn.Linear's default init U(±1/√d_in), per member
+            self.W.append(nn.Parameter(u((din, dout), 1 / math.sqrt(din))))
+            self.b.append(nn.Parameter(u((1, dout), 1 / math.sqrt(din))))
+    def forward(self, xy):                                                 # xy: (P, 2) shared points → (B, P)
+        z = xy[..., None] * self.freq
+        h = torch.cat([xy, z.sin().flatten(-2), z.cos().flatten(-2)], -1).expand(self.W[0].shape[0], -1, -1)
+        for k, (W, b) in enumerate(zip(self.W, self.b)):
+            h = torch.baddbmm(b, h, W)                                     # h ← h W_k + b_k, per member
+            if k < len(self.W) - 1: h = F.silu(h)
+        return F.softplus(h)[..., 0]
+    def image(self, n: int):
+        "Render every member on the n×n pixel centres of [-1, 1]²: (B, n, n)."
+        t = (torch.arange(n, dtype=self.freq.dtype, device=self.freq.device) - (n - 1) / 2) / (n / 2)
+        v, u = torch.meshgrid(t, t, indexing="ij")
+        return self(torch.stack([u, v], -1).reshape(-1, 2)).reshape(-1, n, n)
+
+def fit_inr_batch(sino: torch.Tensor,   # (B, A, N) measured sinograms
+                  projector,            # callable: images (B, N, N) → sinograms (B, A, N), differentiable
+                  steps: int = 200, lr: float = 1e-3, n_freq: int = 6, width: int = 64, depth: int = 3, seed: int = 0,
+                  extra_loss=None,      # optional callable(images (B, N, N)) -> scalar (e.g. a CARE penalty)
+                  out_scale=None,       # μ = out_scale·softplus(MLP); None: per slice, the mean pixel value implied by
+                                        # parallel-beam mass conservation (Σ_s p_θ(s) = Σ_x μ(x)) over softplus(0) = log 2
+                 ) -> tuple[torch.Tensor, list]:
+    "Fit one coordinate MLP per slice to its sinogram; returns the rendered images (B, N, N) and the loss history."
+    if sino.ndim != 3: raise ValueError(f"sinograms must be (B, A, N), got {tuple(sino.shape)}")
+    if steps < 1: raise ValueError("steps must be >= 1")
+    B, A, n = sino.shape
+    model = BatchedCoordMLP(B, n_freq, width, depth, seed).to(device=sino.device, dtype=sino.dtype)
+    if out_scale is None: out_scale = (sino.sum(-1).mean(-1) / n ** 2).clamp_min(1e-12) / math.log(2)   # start at the mean μ
+    k = torch.as_tensor(out_scale, dtype=sino.dtype, device=sino.device).reshape(-1, 1, 1)
+    render = lambda: k * model.image(n)
+    with torch.no_grad():
+        y0 = projector(render())
+    if tuple(y0.shape) != tuple(sino.shape): raise ValueError(f"projector returns {tuple(y0.shape)}, sinograms are {tuple(sino.shape)}")
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    scale = sino.pow(2).mean((1, 2)).clamp_min(1e-12)                     # ‖y_b‖² per slice
+    hist = []
+    for _ in range(steps):
+        img = render()
+        loss = ((projector(img) - sino).pow(2).mean((1, 2)) / scale).sum()   # Σ_b ‖A μ_b − y_b‖² / ‖y_b‖²
+        if extra_loss is not None: loss = loss + extra_loss(img)
+        opt.zero_grad(); loss.backward(); opt.step(); hist.append(float(loss.detach()) / B)
+    with torch.no_grad(): return render(), hist
