@@ -2,7 +2,7 @@
 
 # %% ../../nbs/p09_unlearning/03_trainer.ipynb #e9915550
 from __future__ import annotations
-import copy, dataclasses, importlib, math, time
+import abc, copy, dataclasses, importlib, math, time
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Mapping, Sequence
 
@@ -76,7 +76,7 @@ def retain_kl(model, ref_model, retain: Mapping[str, torch.Tensor]) -> torch.Ten
 
 # %% ../../nbs/p09_unlearning/03_trainer.ipynb #221e3244
 @dataclass
-class UnlearnLoss:
+class UnlearnLoss(abc.ABC):
     "Base class of an unlearning objective: L = γ·forget_loss + α·retain_loss (subclasses declare their hyperparameters)."
     name: ClassVar[str] = "UnlearnLoss"
     needs_ref: ClassVar[bool] = False          # a frozen copy of the model before unlearning is used
@@ -109,9 +109,9 @@ class UnlearnLoss:
     def teardown(self):
         "Called after training (release hooks, references)."
 
+    @abc.abstractmethod
     def forget_loss(self, model, ref_model, forget: Mapping, alternates: Mapping | None) -> torch.Tensor:
-        "L_forget on one forget batch."
-        raise NotImplementedError
+        "L_forget on one forget batch (every method defines it)."
     def retain_loss(self, model, ref_model, retain: Mapping) -> torch.Tensor:
         "L_retain on one retain batch (NLL or KL, by `retain_loss_type`)."
         kind = getattr(self, "retain_loss_type", "NLL")
