@@ -147,3 +147,89 @@ def test_char_autoencoder_triplets_and_shapes():
     ae = CharAE(latent=4)
     z = ae.encode(torch.as_tensor(d["images"][:3]))
     assert z.shape == (3, 4) and ae.decode(z).shape == (3, 32, 32)
+
+
+def test_geodesic_convergence_warning_names_unconverged_pairs():
+    import warnings
+    from neurips25.ebm_geometry import GeodesicConvergenceWarning, path_residual
+    x0 = torch.tensor([[0.0, 0.0], [1.0, 2.0], [5.0, 5.0]], dtype=F64)
+    x1 = torch.tensor([[3.0, 4.0], [1.0, -1.0], [6.0, 5.0]], dtype=F64)
+    init = lerp_path(x0, x1, 16).clone()
+    init[1, 1:-1] += 0.5                                           # only pair 1 starts off the straight line
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        P = geodesic_path(x0, x1, euclidean(), T=16, init=init, steps=1, method="adam", lr=1e-9, device="cpu")
+    msgs = [str(x.message) for x in w if issubclass(x.category, GeodesicConvergenceWarning)]
+    assert len(msgs) == 1 and "1 of 3 pair(s)" in msgs[0] and "pairs [1]" in msgs[0]
+    r = path_residual(P, euclidean())
+    assert r[1] > 1e-2 and r[0] < 1e-6 and r[2] < 1e-6
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        geodesic_path(x0, x1, euclidean(), T=16, init=init, device="cpu")   # converged: silent
+
+
+def test_cd_langevin_chains_find_both_modes():
+    from neurips25.ebm_geometry import train_cd
+    torch.set_num_threads(1)
+    g = torch.Generator().manual_seed(0)
+    X = torch.cat([torch.tensor([3.0, 0.0]) + 0.3 * torch.randn(500, 2, generator=g),
+                   torch.tensor([-3.0, 0.0]) + 0.3 * torch.randn(500, 2, generator=g)])
+    torch.manual_seed(0)
+    m = EnergyMLP(width=32, depth=2)
+    train_cd(X, m, steps=150, batch=128, lr=1e-3, n_langevin=25, buffer_size=1000, seed=0, device="cpu")
+    for p in m.parameters():
+        p.requires_grad_(False)
+    x0 = torch.rand(1000, 2, generator=g) * torch.tensor([7.0, 3.0]) - torch.tensor([3.5, 1.5])
+    xs = langevin(m, x0, 150, 1.0, 0.01, generator=g)
+    near = lambda x: (((x - torch.tensor([3.0, 0.0])).norm(dim=1) < 1) | ((x + torch.tensor([3.0, 0.0])).norm(dim=1) < 1)).float().mean()
+    assert near(xs) > 0.8 and near(xs) > 2 * near(x0)
+    assert 0.25 < float((xs[:, 0] > 0).float().mean()) < 0.75          # both modes populated
+    assert m(torch.tensor([[3.0, 0.0], [-3.0, 0.0]])).max() < m(torch.tensor([[0.0, 0.0]]))[0]
+
+
+def test_energy_cnn_and_floored_energy_metric():
+    from neurips25.ebm_geometry import EnergyCNN, energy_metric
+    torch.manual_seed(0)
+    cnn = EnergyCNN((2, 4, 4), width=8)
+    assert cnn(torch.randn(7, 32)).shape == (7,)
+    with pytest.raises(ValueError, match=r"flattened \(2, 4, 4\)"):
+        cnn(torch.randn(7, 2, 4, 4))
+    G = energy_metric(lambda x: x[:, 0], 1.0, 0.0, dim=2, floor=1.0)
+    lam = G.lam(torch.tensor([[-5.0, 0.0], [0.5, 0.0], [3.0, 0.0]], dtype=F64))
+    assert torch.allclose(lam, torch.tensor([1.0, 1.0, 3.0], dtype=F64))
+    with pytest.raises(ValueError, match="floor must be positive"):
+        energy_metric(lambda x: x[:, 0], 1.0, 0.0, floor=0.0)
+
+
+def test_frechet_distance_closed_form_and_slerp():
+    from neurips25.ebm_geometry import frechet_distance, slerp_path
+    rng = np.random.default_rng(1)
+    A, B = rng.normal(size=(40000, 2)), rng.normal(size=(40000, 2)) * 3.0 + np.array([2.0, 0.0])
+    # N(0, I) vs N(m, 9I): |m|^2 + d (1 + 9 - 2*3) = 4 + 8
+    assert abs(frechet_distance(A, B) - 12.0) < 0.3
+    with pytest.raises(ValueError, match="NaN"):
+        frechet_distance(np.full((3, 2), np.nan), A[:3])
+    a = torch.tensor([[2.0, 0.0, 0.0]], dtype=F64); b = torch.tensor([[0.0, 0.0, 4.0]], dtype=F64)
+    S = slerp_path(a, b, 4)
+    assert torch.allclose(S[0, 2], torch.tensor([3 * 2 ** -0.5, 0.0, 3 * 2 ** -0.5], dtype=F64))
+    assert torch.allclose(S.norm(dim=-1), torch.tensor([[2.0, 2.5, 3.0, 3.5, 4.0]], dtype=F64))
+
+
+def test_latent_metrics_follow_a_circle_and_rotation_reference():
+    from neurips25.ebm_geometry import latent_metrics, CharAE, rotation_reference, encode_images, rotated_characters
+    g = torch.Generator().manual_seed(0)
+    th = torch.rand(400, generator=g, dtype=F64) * 2 * math.pi
+    Z = torch.zeros(400, 4, dtype=F64)
+    Z[:, 0], Z[:, 1] = th.cos(), th.sin()
+    E = lambda x: (x.norm(dim=-1) - 1) ** 2 / (2 * 0.05 ** 2)
+    ms = latent_metrics(Z, E, land_sigma=None, rbf_K=None)
+    assert set(ms) == {"linear", "G_E", "G_1/p"} and float(ms["G_E"].lam(Z).max()) < 1.5
+    a0 = torch.tensor([[1.0, 0, 0, 0]], dtype=F64); a1 = torch.tensor([[math.cos(2.0), math.sin(2.0), 0, 0]], dtype=F64)
+    P = geodesic_path(a0, a1, ms["G_E"], T=20, steps=300, device="cpu")
+    assert float((P[0].norm(dim=-1) - 1).abs().max()) < 0.1            # the chord's midpoint has norm cos(1) = 0.54
+    torch.manual_seed(0)
+    ae = CharAE(latent=3)
+    d = rotated_characters(chars=("7",), angles=[20.0, 100.0], binarize=False)
+    R = rotation_reference(ae, d["chars"], [0], [20.0], [100.0], T=4)
+    Zd = encode_images(ae, d["images"])
+    assert R.shape == (1, 5, 3) and torch.allclose(R[0, 0], Zd[0], atol=1e-5) and torch.allclose(R[0, -1], Zd[1], atol=1e-5)

@@ -8,7 +8,9 @@ __all__ = ['CircularMixture', 'arc_means', 'ucg', 'wcg', 'CHARACTERS', 'render_c
            'lerp_path', 'data_bounds', 'geodesic_path', 'geodesic_rhs', 'shoot', 'verify_geodesic', 'riemannian_speed',
            'turning_angle', 'path_stats', 'Interpolant', 'train_interpolant', 'EnergyMLP', 'energy_fn', 'langevin',
            'LangevinDivergence', 'ReplayBuffer', 'TrainLog', 'train_dsm', 'train_cd', 'CharAE', 'sample_triplets',
-           'train_char_ae', 'gamma_rmse', 'd_rmse', 'accumulated_prob', 'compare_metrics']
+           'train_char_ae', 'gamma_rmse', 'd_rmse', 'accumulated_prob', 'compare_metrics', 'GeodesicConvergenceWarning',
+           'path_residual', 'EnergyCNN', 'encode_images', 'rotation_reference', 'latent_metrics', 'DigitsVAE',
+           'load_digits_images', 'train_vae', 'frechet_distance', 'slerp_path']
 
 # %% ../../nbs/p11_ebm_geometry/09_package.ipynb #ce79cf66
 from .data import CircularMixture, arc_means, ucg, wcg
@@ -17,16 +19,20 @@ from .metrics import (Metric, MetricError, CalibrationError, calibrate, calibrat
                                             toy_grid, euclidean, energy_metric, inverse_density_metric, energy_metrics,
                                             fit_rbf, rbf_metric, land_h, land_metric)
 from .geodesics import (path_energy, path_length, lerp_path, data_bounds, geodesic_path, geodesic_rhs,
-                                              shoot, verify_geodesic, riemannian_speed, turning_angle, path_stats)
+                                              shoot, verify_geodesic, riemannian_speed, turning_angle, path_stats,
+                                              GeodesicConvergenceWarning, path_residual)
 from .interpolant import Interpolant, train_interpolant
-from .ebm import (EnergyMLP, energy_fn, langevin, LangevinDivergence, ReplayBuffer, TrainLog,
+from .ebm import (EnergyMLP, EnergyCNN, energy_fn, langevin, LangevinDivergence, ReplayBuffer, TrainLog,
                                         train_dsm, train_cd)
-from .autoencoder import CharAE, sample_triplets, train_char_ae
-from .evaluate import gamma_rmse, d_rmse, accumulated_prob, compare_metrics
+from .autoencoder import CharAE, sample_triplets, train_char_ae, encode_images, rotation_reference
+from .evaluate import gamma_rmse, d_rmse, accumulated_prob, compare_metrics, latent_metrics
+from .vae import DigitsVAE, load_digits_images, train_vae, frechet_distance, slerp_path
 _all_ = ["CircularMixture", "arc_means", "ucg", "wcg", "CHARACTERS", "render_char", "rotate", "urc_angles", "brc_angles",
          "rotated_characters", "shortest_arc", "Metric", "MetricError", "CalibrationError", "calibrate",
          "calibrate_grid", "calibration_sets", "toy_grid", "euclidean", "energy_metric", "inverse_density_metric",
          "energy_metrics", "fit_rbf", "rbf_metric", "land_h", "land_metric", "path_energy", "path_length", "lerp_path",
          "data_bounds", "geodesic_path", "geodesic_rhs", "shoot", "verify_geodesic", "riemannian_speed", "turning_angle",
          "path_stats", "Interpolant", "train_interpolant", "EnergyMLP", "energy_fn", "langevin", "LangevinDivergence", "ReplayBuffer", "TrainLog", "train_dsm",
-         "train_cd", "CharAE", "sample_triplets", "train_char_ae", "gamma_rmse", "d_rmse", "accumulated_prob", "compare_metrics"]
+         "train_cd", "CharAE", "sample_triplets", "train_char_ae", "gamma_rmse", "d_rmse", "accumulated_prob", "compare_metrics",
+         "GeodesicConvergenceWarning", "path_residual", "EnergyCNN", "encode_images", "rotation_reference", "latent_metrics",
+         "DigitsVAE", "load_digits_images", "train_vae", "frechet_distance", "slerp_path"]

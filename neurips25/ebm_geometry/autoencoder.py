@@ -7,9 +7,10 @@ import numpy as np
 import torch
 from torch import nn
 from ..core import get_device, progress
+from .characters import render_char, rotate, shortest_arc
 
 # %% auto #0
-__all__ = ['CharAE', 'sample_triplets', 'train_char_ae']
+__all__ = ['CharAE', 'sample_triplets', 'train_char_ae', 'encode_images', 'rotation_reference']
 
 # %% ../../nbs/p11_ebm_geometry/05_autoencoder.ipynb #1059170c
 class CharAE(nn.Module):
@@ -30,18 +31,23 @@ class CharAE(nn.Module):
 
 def _angle_diff(a, b):
     "Absolute circular difference of angles in degrees."
-    return ((a - b + 180) % 360 - 180).abs()
+    d = (torch.remainder(a, 360.0) - torch.remainder(b, 360.0)).abs()    # reduce before broadcasting: cheap
+    return torch.minimum(d, 360.0 - d)
 
 def sample_triplets(labels: torch.Tensor, angles: torch.Tensor, n: int, pos_max: float = 5.0, neg_min: float = 30.0,
-                    generator=None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                    generator=None, chunk: int = 256) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     "Indices (anchor, positive, negative): same character, |angle diff| <= pos_max for p and > neg_min for n."
+    labels, angles = torch.as_tensor(labels), torch.as_tensor(angles)
     N = len(labels); a = torch.randint(N, (n,), generator=generator)
     p, q = torch.empty(n, dtype=torch.long), torch.empty(n, dtype=torch.long)
-    for k in range(n):
-        same = labels == labels[a[k]]; d = _angle_diff(angles, angles[a[k]])
-        P, Q = torch.nonzero(same & (d <= pos_max) & (torch.arange(N) != a[k])).ravel(), torch.nonzero(same & (d > neg_min)).ravel()
-        if len(P) == 0 or len(Q) == 0: raise ValueError(f"no positive or negative for anchor {int(a[k])}: angles too sparse")
-        p[k] = P[torch.randint(len(P), (1,), generator=generator)]; q[k] = Q[torch.randint(len(Q), (1,), generator=generator)]
+    for s in range(0, n, chunk):                     # (chunk, N) masks: memory bounded, no per-anchor Python loop
+        ak = a[s:s + chunk]
+        same = labels[None] == labels[ak][:, None]; d = _angle_diff(angles[None], angles[ak][:, None])
+        P = same & (d <= pos_max) & (torch.arange(N)[None] != ak[:, None]); Q = same & (d > neg_min)
+        bad = ~(P.any(1) & Q.any(1))
+        if bad.any(): raise ValueError(f"no positive or negative for anchor {int(ak[bad][0])}: angles too sparse")
+        p[s:s + chunk] = (torch.rand(P.shape, generator=generator) * P).argmax(1)   # uniform among the valid ones
+        q[s:s + chunk] = (torch.rand(Q.shape, generator=generator) * Q).argmax(1)
     return a, p, q
 
 def train_char_ae(data: dict, latent: int = 16, steps: int = 500, batch: int = 128, lr: float = 1e-3,
@@ -61,3 +67,22 @@ def train_char_ae(data: dict, latent: int = 16, steps: int = 500, batch: int = 1
         loss = rec + lam * trip + reg * (za ** 2).sum(-1).mean()
         opt.zero_grad(); loss.backward(); opt.step(); losses.append(loss.item())
     return model, losses
+
+# %% ../../nbs/p11_ebm_geometry/05_autoencoder.ipynb #bd608284
+@torch.no_grad()
+def encode_images(ae: CharAE, images, batch: int = 1024) -> torch.Tensor:
+    "Latents (n, latent) of images (n, size, size), float64 on CPU."
+    X = torch.as_tensor(np.asarray(images), dtype=torch.float32)
+    dev = next(ae.parameters()).device
+    return torch.cat([ae.encode(X[s:s + batch].to(dev)).double().cpu() for s in range(0, len(X), batch)])
+
+def rotation_reference(ae: CharAE, chars, labels, a0, a1,   # characters, label per pair (B,), endpoint angles (B,) in degrees
+                       T: int, binarize: bool = False, font: str | None = None) -> torch.Tensor:
+    "Encoded shortest-arc rotations between the endpoint angles, (B, T+1, latent)."
+    labels, a0, a1 = (np.asarray(v).ravel() for v in (labels, a0, a1))
+    if not len(labels) == len(a0) == len(a1) > 0: raise ValueError("labels, a0 and a1 must have the same non-zero length")
+    if not isinstance(T, (int, np.integer)) or T < 1: raise ValueError(f"T must be a positive int, got {T!r}")
+    bases = {k: render_char(chars[int(k)], ae.size, font=font) for k in set(labels.tolist())}
+    ims = np.stack([rotate(bases[k], t, binarize) for k, u, v in zip(labels, a0, a1) for t in shortest_arc(float(u), float(v), int(T))])
+    return encode_images(ae, ims).reshape(len(labels), int(T) + 1, -1)
+

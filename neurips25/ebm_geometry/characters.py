@@ -23,9 +23,12 @@ def render_char(ch: str, size: int = 32, font_size: int | None = None, font: str
     d.text(((size - (r - l)) / 2 - l, (size - (b - t)) / 2 - t), ch, fill=255, font=f)
     return im
 
-def rotate(im: Image.Image, angle: float) -> np.ndarray:
-    "Rotate counter-clockwise by `angle` degrees about the centre (bilinear), binarise at 0.5; float32 in {0, 1}."
-    return (np.asarray(im.rotate(float(angle), resample=Image.BILINEAR), dtype=np.float32) / 255.0 >= 0.5).astype(np.float32)
+def rotate(im: Image.Image, angle: float,
+           binarize: bool = True,   # threshold at 0.5 (True) or keep the bilinear grey levels in [0, 1]
+          ) -> np.ndarray:
+    "Rotate counter-clockwise by `angle` degrees about the centre (bilinear); float32, binarised at 0.5 by default."
+    g = np.asarray(im.rotate(float(angle), resample=Image.BILINEAR), dtype=np.float32) / 255.0
+    return (g >= 0.5).astype(np.float32) if binarize else g
 
 def urc_angles() -> np.ndarray:
     "URC angles: -179, -178, ..., 180 degrees (360 per character)."
@@ -39,7 +42,7 @@ def brc_angles(n: int, std: float = 40.0, seed: int = 0) -> np.ndarray:
         a = np.round(rng.normal(0, std, 2 * n)); out = np.concatenate([out, a[(a > -180) & (a <= 180)]])
     return out[:n]
 
-def rotated_characters(chars=CHARACTERS, angles=None, size: int = 32, font: str | None = None) -> dict:
+def rotated_characters(chars=CHARACTERS, angles=None, size: int = 32, font: str | None = None, binarize: bool = True) -> dict:
     "Images (n, size, size), character labels (n,) and angles (n,) for every character at every angle (URC by default)."
     angles = urc_angles() if angles is None else np.asarray(angles, dtype=np.float64)
     if angles.ndim != 1 or len(angles) == 0: raise ValueError("angles must be a non-empty 1-D array")
@@ -47,7 +50,7 @@ def rotated_characters(chars=CHARACTERS, angles=None, size: int = 32, font: str 
     ims, labs, angs = [], [], []
     for k, c in enumerate(chars):
         base = render_char(c, size, font=font)
-        ims += [rotate(base, a) for a in angles]; labs += [k] * len(angles); angs.append(angles)
+        ims += [rotate(base, a, binarize) for a in angles]; labs += [k] * len(angles); angs.append(angles)
     return {"images": np.stack(ims), "labels": np.asarray(labs), "angles": np.concatenate(angs), "chars": tuple(chars)}
 
 def shortest_arc(a0: float, a1: float, T: int) -> np.ndarray:

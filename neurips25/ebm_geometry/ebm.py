@@ -10,7 +10,8 @@ from torch import nn
 from ..core import get_device, progress
 
 # %% auto #0
-__all__ = ['EnergyMLP', 'energy_fn', 'LangevinDivergence', 'langevin', 'ReplayBuffer', 'TrainLog', 'train_dsm', 'train_cd']
+__all__ = ['EnergyMLP', 'energy_fn', 'EnergyCNN', 'LangevinDivergence', 'langevin', 'ReplayBuffer', 'TrainLog', 'train_dsm',
+           'train_cd']
 
 # %% ../../nbs/p11_ebm_geometry/03_ebm.ipynb #59fc84a6
 class EnergyMLP(nn.Module):
@@ -34,6 +35,31 @@ def energy_fn(model: nn.Module):
     "Wrap a trained model as a metric-ready energy x -> E(x) (float64 in and out, model's device)."
     p = next(model.parameters())
     return lambda x: model(x.to(p.device, p.dtype)).to(x)
+
+# %% ../../nbs/p11_ebm_geometry/03_ebm.ipynb #8895db0a
+class EnergyCNN(nn.Module):
+    "Conv energy on flattened (C, H, W) latents with the quadratic head (Reconstruction of Table 9)."
+    def __init__(self, shape: tuple = (1, 4, 4),  # (C, H, W) of one latent
+                 width: int = 32,                   # F: channels of the first conv (paper AFHQ: 256)
+                 max_mult: int = 8):                # channels grow x2 per stride-2 block up to max_mult * F
+        super().__init__()
+        if len(shape) != 3 or min(shape) < 1: raise ValueError(f"shape must be (C, H, W) with positive sizes, got {shape}")
+        if width < 1: raise ValueError(f"width must be >= 1, got {width}")
+        C, H, W = map(int, shape); ch = width
+        layers = [nn.Conv2d(C, ch, 3, padding=1), nn.SiLU()]
+        while min(H, W) > 2:                       # stride-2 4x4 blocks: H -> H/2
+            nxt = min(2 * ch, max_mult * width)
+            layers += [nn.Conv2d(ch, nxt, 4, stride=2, padding=1), nn.SiLU()]; ch, H, W = nxt, H // 2, W // 2
+        layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(ch, ch)]
+        self.body, self.shape, self.dim = nn.Sequential(*layers), (C, int(shape[1]), int(shape[2])), C * int(shape[1]) * int(shape[2])
+        self.f1, self.f2, self.f3 = nn.Linear(ch, 1), nn.Linear(ch, 1), nn.Linear(ch, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        "Energies (n,) of flattened latents (n, C*H*W)."
+        if x.ndim != 2 or x.shape[1] != self.dim: raise ValueError(f"x must have shape (n, {self.dim}) (flattened {self.shape}), got {tuple(x.shape)}")
+        h = self.body(x.reshape(-1, *self.shape))
+        return (self.f1(h) * self.f2(h) + self.f3(h ** 2)).squeeze(-1)
+
 
 # %% ../../nbs/p11_ebm_geometry/03_ebm.ipynb #745ca39f
 class LangevinDivergence(RuntimeError):

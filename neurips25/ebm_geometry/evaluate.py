@@ -5,11 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import torch
-from .metrics import Metric
+from .metrics import (Metric, CalibrationError, euclidean, energy_metric, calibrate_grid, calibration_sets,
+                                            fit_rbf, land_h)
+from .ebm import langevin
 from .geodesics import geodesic_path, lerp_path, path_stats, _check_path
 
 # %% auto #0
-__all__ = ['REFERENCE', 'gamma_rmse', 'd_rmse', 'accumulated_prob', 'compare_metrics']
+__all__ = ['REFERENCE', 'gamma_rmse', 'd_rmse', 'accumulated_prob', 'compare_metrics', 'latent_metrics']
 
 # %% ../../nbs/p11_ebm_geometry/04_evaluate.ipynb #627f3e0b
 def gamma_rmse(paths, reference) -> torch.Tensor:
@@ -51,3 +53,41 @@ def compare_metrics(metrics: dict[str, Metric],   # name -> metric; oracles name
         if ref in paths: r["gamma_rmse"] = float(gamma_rmse(P, paths[ref]).mean())
         rows.append(r)
     return pd.DataFrame(rows).set_index("metric"), paths
+
+# %% ../../nbs/p11_ebm_geometry/04_evaluate.ipynb #103a77a2
+def latent_metrics(Z,                          # latent data (n, D)
+                   energy=None,                # x (m, D) -> E(x), differentiable; None: only linear, RBF, LAND
+                   n_pairs: int = 500,         # calibration pairs (endpoints and midpoints)
+                   descent_steps: int = 0,     # gradient-descent steps of the data on E for the low end of the range (0: none)
+                   descent_lr: float = 0.01,   # their step size
+                   land_sigma: float | None = 0.4,   # LAND bandwidth (paper, rotated characters: 0.4); None: no LAND
+                   rbf_K: int | None = 300,    # RBF centroids (paper: 300); None: no RBF
+                   rbf_kappa: float = 0.75,    # RBF bandwidth scale (paper: 0.75)
+                   ge_floor: float | None = 1.0,  # G_E = max(alpha E + beta, ge_floor): energies below the calibration minimum count as on-data
+                   ratio: float = 1e3, seed: int = 0,
+                  ) -> dict[str, Metric]:
+    "linear, EBM G_E and G_1/p, G_RBF and G_LAND in a latent space, min-max calibrated over S_M and S_Mbar (+ S_down)."
+    Z = torch.as_tensor(Z, dtype=torch.float64)
+    if Z.ndim != 2 or len(Z) < 2: raise ValueError(f"Z must be (n >= 2, D), got {tuple(Z.shape)}")
+    if not torch.isfinite(Z).all(): raise ValueError("Z contains NaN or inf")
+    D = Z.shape[1]
+    on, off = calibration_sets(Z, n_pairs, seed)
+    pts = torch.cat([on, off])
+    if energy is not None and descent_steps > 0:
+        down = langevin(energy, Z, n_steps=descent_steps, step=descent_lr, noise=0.0)
+        pts = torch.cat([pts, down])
+    ms = {"linear": euclidean(D)}
+    def inverse(name, h, conformal):            # lambda = 1/(alpha h + beta): h = 0 -> ratio, h = max over pts -> 1
+        with torch.no_grad(): hi = h(pts).amax(0)
+        if not (torch.isfinite(hi).all() and (hi > 0).all()): raise CalibrationError(f"calibration failure: {name} h has no positive finite maximum over the calibration points")
+        a, b = (1 - 1 / ratio) / hi, torch.full_like(hi, 1 / ratio)
+        return Metric(name, lambda x: 1.0 / (a.to(x) * h(x) + b.to(x)), conformal, D, dict(alpha=a, beta=b))
+    if energy is not None:
+        with torch.no_grad(): E = energy(pts); aE, bE = calibrate_grid(E, "direct", ratio); Emin = E.min()
+        ms["G_E"] = energy_metric(energy, aE, bE, D, floor=ge_floor)
+        ms["G_1/p"] = inverse("G_1/p", lambda x: torch.exp(-(energy(x) - Emin)), True)   # e^{-E} relative to its max: no overflow
+    if rbf_K is not None: ms["G_RBF"] = inverse("G_RBF", fit_rbf(Z, min(int(rbf_K), len(Z)), rbf_kappa, seed), True)
+    if land_sigma is not None: ms["G_LAND"] = inverse("G_LAND", land_h(Z, land_sigma), False)
+    for m in ms.values(): m.info["calibration"] = "G_E: min-max over S_M, S_Mbar (+ S_down), floored; inverse forms: h = 0 -> ratio, max h -> 1"
+    return ms
+

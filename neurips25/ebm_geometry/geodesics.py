@@ -3,13 +3,15 @@
 # %% ../../nbs/p11_ebm_geometry/02_geodesics.ipynb #338f6eae
 from __future__ import annotations
 import math
+import warnings
 import torch
 from ..core import get_device, progress
 from .metrics import Metric
 
 # %% auto #0
-__all__ = ['RULES', 'path_energy', 'path_length', 'lerp_path', 'data_bounds', 'geodesic_path', 'grad_log_lambda', 'geodesic_rhs',
-           'shoot', 'verify_geodesic', 'riemannian_speed', 'turning_angle', 'path_stats']
+__all__ = ['RULES', 'path_energy', 'path_length', 'lerp_path', 'data_bounds', 'GeodesicConvergenceWarning', 'path_residual',
+           'geodesic_path', 'grad_log_lambda', 'geodesic_rhs', 'shoot', 'verify_geodesic', 'riemannian_speed',
+           'turning_angle', 'path_stats']
 
 # %% ../../nbs/p11_ebm_geometry/02_geodesics.ipynb #ebe8f0bb
 RULES = ("left", "sym")
@@ -51,6 +53,20 @@ def data_bounds(X, margin: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
     X = torch.as_tensor(X); lo, hi = X.min(0).values, X.max(0).values; w = hi - lo
     return lo - margin * w, hi + margin * w
 
+class GeodesicConvergenceWarning(UserWarning):
+    "Some pairs of a batched geodesic solve did not reach the gradient tolerance."
+
+def path_residual(path, metric: Metric, rule: str = "sym") -> torch.Tensor:
+    "Relative first-order residual |grad_inner E_b| |x1 - x0| / (T E_b) of each path (B,): 0 at a discrete geodesic."
+    # dimensionless: for the Euclidean line with one interior point moved by delta it is ~ 4 delta/|x1 - x0|
+    path = _check_path(path)
+    with torch.enable_grad():
+        P = path.detach().clone().requires_grad_(True)
+        E = path_energy(P, metric, rule)
+        g, = torch.autograd.grad(E.sum(), P)
+    T = path.shape[1] - 1; span = (path[:, -1] - path[:, 0]).norm(dim=-1)
+    return g[:, 1:-1].flatten(1).norm(dim=-1) * span / (T * E.detach()).clamp_min(1e-300)
+
 def geodesic_path(x0, x1,                      # endpoint batches (B, D) (or single points (D,))
                   metric: Metric,
                   T: int = 64,                  # number of segments (paper: 100 time steps)
@@ -62,6 +78,7 @@ def geodesic_path(x0, x1,                      # endpoint batches (B, D) (or sin
                   bounds=None,                  # (lo, hi) data range: endpoints outside are an error
                   device=None,                  # default core.get_device("auto")
                   dtype=torch.float64,
+                  gtol: float | None = 1e-3,    # warn for pairs whose path_residual exceeds this (None: no check)
                  ) -> torch.Tensor:
     "Minimise the discrete path energy over the interior points; returns the optimised paths (B, T+1, D) on CPU."
     x0, x1 = torch.as_tensor(x0, dtype=dtype), torch.as_tensor(x1, dtype=dtype)
@@ -91,7 +108,17 @@ def geodesic_path(x0, x1,                      # endpoint batches (B, D) (or sin
         opt = torch.optim.Adam([inner], lr=lr)
         for _ in progress(range(steps), desc="geodesic (adam)"):
             opt.zero_grad(); loss = path_energy(full(), metric, rule).sum(); loss.backward(); opt.step()
-    return full().detach().cpu()
+    P = full().detach()
+    if gtol is not None:
+        r = path_residual(P, metric, rule)
+        bad = torch.nonzero(~(r <= gtol)).ravel().tolist()
+        if bad:
+            shown = ", ".join(map(str, bad[:20])) + (", ..." if len(bad) > 20 else "")
+            warnings.warn(f"geodesic_path: {len(bad)} of {len(r)} pair(s) did not converge in {steps} {method} steps "
+                          f"(relative gradient residual > {gtol:g}; max {float(r.nan_to_num(float('inf')).max()):.3g}): "
+                          f"pairs [{shown}]. Raise `steps`, split the batch, or check the metric.",
+                          GeodesicConvergenceWarning, stacklevel=2)
+    return P.cpu()
 
 # %% ../../nbs/p11_ebm_geometry/02_geodesics.ipynb #baa47880
 def grad_log_lambda(x: torch.Tensor, metric: Metric) -> torch.Tensor:

@@ -112,9 +112,14 @@ def euclidean(dim: int = 2) -> Metric:
 
 def energy_metric(energy: Callable,     # x (n, D) -> E(x) (n,): an EBM energy or -log p_M
                   alpha, beta,          # calibration constants
-                  dim: int = 2, name: str = "G_E", **info) -> Metric:
-    "G_E(x) = (alpha E(x) + beta) I: directly scaling the raw energy (§3.3)."
-    return Metric(name, lambda x: _on(alpha, x) * energy(x) + _on(beta, x), True, dim, dict(alpha=alpha, beta=beta, **info))
+                  dim: int = 2, name: str = "G_E",
+                  floor: float | None = None,   # lambda = max(alpha E + beta, floor) if given (the code's min_h-style clip)
+                  **info) -> Metric:
+    "G_E(x) = (alpha E(x) + beta) I: directly scaling the raw energy (§3.3); optionally floored."
+    if floor is not None and not floor > 0: raise ValueError(f"floor must be positive, got {floor}")
+    if floor is None: return Metric(name, lambda x: _on(alpha, x) * energy(x) + _on(beta, x), True, dim, dict(alpha=alpha, beta=beta, **info))
+    return Metric(name, lambda x: (_on(alpha, x) * energy(x) + _on(beta, x)).clamp_min(floor), True, dim,
+                  dict(alpha=alpha, beta=beta, floor=floor, **info))
 
 def inverse_density_metric(energy: Callable, alpha, beta, dim: int = 2, name: str = "G_1/p", **info) -> Metric:
     "G_1/p(x) = (alpha exp(-E(x)) + beta)^-1 I: the inverse of a decreasing exponential of the energy (§3.3)."
@@ -140,21 +145,22 @@ def energy_metrics(energy: Callable,          # x (n, D) -> E(x), differentiable
                    grid: torch.Tensor | None = None,   # grid mode: points to min-max over (default toy_grid())
                    X: torch.Tensor | None = None,      # paper mode: data to draw the calibration pairs from
                    n_pairs: int = 500, seed: int = 0, ratio: float = 1e3, prefix: str = "",
+                   floor: float | None = None,        # G_E only: lambda = max(alpha E + beta, floor)
                   ) -> dict[str, Metric]:
     "The calibrated energy-scaled G_E and inverse-density G_1/p metrics of an energy."
     with torch.no_grad():
         if mode == "grid":
             g = toy_grid() if grid is None else torch.as_tensor(grid)
-            E = energy(g)
+            E = energy(g); dim = g.shape[1]
             aE, bE = calibrate_grid(E, "direct", ratio); aP, bP = calibrate_grid(torch.exp(-E), "inverse", ratio)
         elif mode == "paper":
             if X is None: raise ValueError("paper-mode calibration needs the data X")
             on, off = calibration_sets(X, n_pairs, seed)
-            Eon, Eoff = energy(on), energy(off)
+            Eon, Eoff = energy(on), energy(off); dim = on.shape[1]
             aE, bE = calibrate(Eon, Eoff, "direct", ratio); aP, bP = calibrate(torch.exp(-Eon), torch.exp(-Eoff), "inverse", ratio)
         else: raise ValueError(f"mode must be 'grid' or 'paper', got {mode!r}")
-    return {prefix + "G_E": energy_metric(energy, aE, bE, name=prefix + "G_E", mode=mode),
-            prefix + "G_1/p": inverse_density_metric(energy, aP, bP, name=prefix + "G_1/p", mode=mode)}
+    return {prefix + "G_E": energy_metric(energy, aE, bE, dim, name=prefix + "G_E", floor=floor, mode=mode),
+            prefix + "G_1/p": inverse_density_metric(energy, aP, bP, dim, name=prefix + "G_1/p", mode=mode)}
 
 # %% ../../nbs/p11_ebm_geometry/01_metrics.ipynb #36b34264
 def fit_rbf(X: torch.Tensor,     # data (n, D)
