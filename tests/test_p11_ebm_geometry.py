@@ -233,3 +233,41 @@ def test_latent_metrics_follow_a_circle_and_rotation_reference():
     R = rotation_reference(ae, d["chars"], [0], [20.0], [100.0], T=4)
     Zd = encode_images(ae, d["images"])
     assert R.shape == (1, 5, 3) and torch.allclose(R[0, 0], Zd[0], atol=1e-5) and torch.allclose(R[0, -1], Zd[1], atol=1e-5)
+
+
+def test_rotated_mnist_shapes_angles_determinism_and_errors():
+    from PIL import Image
+    from neurips25.datasets import load_mnist_5k
+    from neurips25.ebm_geometry import rotated_mnist, mnist_bases, rotate, MNIST_DIGITS
+    angles = [0.0, 90.0, -90.0, 180.0, 33.0]
+    d = rotated_mnist(digits=(2, 7), angles=angles)
+    assert d["images"].shape == (10, 32, 32) and d["images"].dtype == np.float32
+    assert d["chars"] == ("2", "7") and d["bases"].shape == (2, 32, 32) and d["bases"].dtype == np.uint8
+    np.testing.assert_array_equal(d["labels"], [0] * 5 + [1] * 5)
+    np.testing.assert_array_equal(d["angles"], angles * 2)
+    X, y = load_mnist_5k()                          # the base is the first real "7" of the file, centred in 32 x 32
+    np.testing.assert_array_equal(d["bases"][1, 2:30, 2:30], X[np.flatnonzero(y == 7)[0]])
+    assert d["bases"][:, :2].max() == 0 and d["bases"][:, 30:].max() == 0
+    b = d["bases"][1].astype(np.float32) / 255
+    np.testing.assert_allclose(d["images"][5], b, atol=1e-6)                   # 0 degrees: the digit itself
+    np.testing.assert_allclose(d["images"][6], np.rot90(b), atol=1e-6)         # +90: counter-clockwise quarter turn
+    np.testing.assert_allclose(d["images"][7], np.rot90(b, -1), atol=1e-6)
+    np.testing.assert_allclose(d["images"][8], np.rot90(b, 2), atol=1e-6)
+    assert np.abs(d["images"][8] - b).mean() > 0.05                            # a real digit is not half-turn symmetric
+    np.testing.assert_array_equal(d["images"][9], rotate(Image.fromarray(d["bases"][1]), 33.0, binarize=False))
+    d2 = rotated_mnist(digits=(2, 7), angles=angles)                            # deterministic
+    np.testing.assert_array_equal(d["images"], d2["images"])
+    assert rotated_mnist(angles=[5.0])["images"].shape == (len(MNIST_DIGITS), 32, 32)
+    assert mnist_bases((3,), index=1, size=28)[0].tolist() == X[np.flatnonzero(y == 3)[1]].tolist()
+    with pytest.raises(ValueError, match="subset of 0..9"):
+        rotated_mnist(digits=(1, 12))
+    with pytest.raises(ValueError, match="distinct"):
+        rotated_mnist(digits=(4, 4))
+    with pytest.raises(ValueError, match=">= 28"):
+        rotated_mnist(size=16)
+    with pytest.raises(ValueError, match="index"):
+        mnist_bases(index=500)
+    with pytest.raises(ValueError, match="NaN or inf"):
+        rotated_mnist(angles=[1.0, np.nan])
+    with pytest.raises(ValueError, match="non-empty"):
+        rotated_mnist(angles=[])

@@ -8,7 +8,8 @@ from PIL import Image, ImageDraw, ImageFont
 CHARACTERS = ("5", "G", "F", "P", "J", "7", "2")
 
 # %% auto #0
-__all__ = ['CHARACTERS', 'render_char', 'rotate', 'urc_angles', 'brc_angles', 'rotated_characters', 'shortest_arc']
+__all__ = ['CHARACTERS', 'MNIST_DIGITS', 'render_char', 'rotate', 'urc_angles', 'brc_angles', 'rotated_characters',
+           'shortest_arc', 'mnist_bases', 'rotated_mnist']
 
 # %% ../../nbs/p11_ebm_geometry/00a_characters.ipynb #a499c45d
 def render_char(ch: str, size: int = 32, font_size: int | None = None, font: str | None = None) -> Image.Image:
@@ -58,3 +59,31 @@ def shortest_arc(a0: float, a1: float, T: int) -> np.ndarray:
     d = (a1 - a0 + 180.0) % 360.0 - 180.0          # signed difference in [-180, 180)
     a = a0 + d * np.linspace(0, 1, T + 1)
     return -((-a + 180.0) % 360.0 - 180.0)          # wrap to (-180, 180]
+
+# %% ../../nbs/p11_ebm_geometry/00a_characters.ipynb #730cab52
+MNIST_DIGITS = (2, 3, 4, 5, 6, 7)
+
+def mnist_bases(digits=MNIST_DIGITS, index: int = 0, size: int = 32) -> np.ndarray:
+    "The `index`-th MNIST-5k digit of each class in `digits`, zero-padded (centred) to size x size: uint8 (k, size, size)."
+    from neurips25.datasets import load_mnist_5k
+    digits = tuple(int(d) for d in digits)
+    if not digits or any(not 0 <= d <= 9 for d in digits): raise ValueError(f"digits must be a non-empty subset of 0..9, got {digits}")
+    if len(set(digits)) != len(digits): raise ValueError(f"digits must be distinct, got {digits}")
+    if size < 28: raise ValueError(f"size must be >= 28 (MNIST is 28 x 28), got {size}")
+    if not isinstance(index, (int, np.integer)) or not 0 <= index < 500: raise ValueError(f"index must be an int in [0, 500), got {index!r}")
+    X, y = load_mnist_5k()
+    lo = (size - 28) // 2
+    out = np.zeros((len(digits), size, size), dtype=np.uint8)
+    for k, d in enumerate(digits): out[k, lo:lo + 28, lo:lo + 28] = X[np.flatnonzero(y == d)[index]]
+    return out
+
+def rotated_mnist(digits=MNIST_DIGITS, angles=None, size: int = 32, index: int = 0, binarize: bool = False) -> dict:
+    "Rotated real MNIST digits, the structure of `rotated_characters` (images, labels, angles, chars) plus `bases`."
+    angles = urc_angles() if angles is None else np.asarray(angles, dtype=np.float64)
+    if angles.ndim != 1 or len(angles) == 0: raise ValueError("angles must be a non-empty 1-D array")
+    if not np.isfinite(angles).all(): raise ValueError("angles contain NaN or inf")
+    bases = mnist_bases(digits, index, size)
+    ims = [rotate(Image.fromarray(b), a, binarize) for b in bases for a in angles]
+    return {"images": np.stack(ims), "labels": np.repeat(np.arange(len(bases)), len(angles)),
+            "angles": np.tile(angles, len(bases)), "chars": tuple(str(int(d)) for d in digits), "bases": bases}
+
