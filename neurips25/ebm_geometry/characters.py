@@ -60,7 +60,7 @@ def shortest_arc(a0: float, a1: float, T: int) -> np.ndarray:
     a = a0 + d * np.linspace(0, 1, T + 1)
     return -((-a + 180.0) % 360.0 - 180.0)          # wrap to (-180, 180]
 
-# %% ../../nbs/p11_ebm_geometry/00a_characters.ipynb #730cab52
+# %% ../../nbs/p11_ebm_geometry/00a_characters.ipynb #eb7336ee
 MNIST_DIGITS = (2, 3, 4, 5, 6, 7)
 
 def mnist_bases(digits=MNIST_DIGITS, index: int = 0, size: int = 32) -> np.ndarray:
