@@ -2,6 +2,7 @@
 import hashlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -279,6 +280,16 @@ def _wait_for(pred, timeout=60.0):
     return False
 
 
+def runner_tracebacks(err: str) -> list[str]:
+    "Tracebacks in stderr with a frame in the runner's stack (neurips25, papermill, nbclient, dask)."
+    # A kernel killed mid-run may log its own shutdown noise to the shared stderr (tornado: "Uncaught exception in
+    # ZMQStream callback", frames in zmq/ipykernel only); that is the kernel dying as asked, not the runner failing.
+    blocks = re.split(r"(?=Traceback \(most recent call last\))", err)[1:]
+    ours = ("/neurips25/runner/", "/neurips25/core.py",
+            *(f"site-packages/{m}/" for m in ("papermill", "nbclient", "dask", "distributed")))
+    return [b for b in blocks if any(o in f for f in re.findall(r'File "([^"]+)"', b) for o in ours)]
+
+
 @pytest.mark.parametrize("jobs", ["1", "2"])
 def test_sigterm_stops_workers_and_kernels_and_installs_nothing(fixture_repo, jobs):
     # defect 2: SIGTERM like Ctrl-C; with --jobs 2 no orphaned worker installs a result later
@@ -292,7 +303,7 @@ def test_sigterm_stops_workers_and_kernels_and_installs_nothing(fixture_repo, jo
     t_signal = time.time()
     p.send_signal(signal.SIGTERM)
     out, err = p.communicate(timeout=60)
-    assert p.returncode == 143 and "terminated (SIGTERM)" in err and "Traceback" not in err, out + err
+    assert p.returncode == 143 and "terminated (SIGTERM)" in err and not runner_tracebacks(err), out + err
     assert not leftovers(fixture_repo)
     time.sleep(max(0.0, t_signal + 4 + 2 - time.time()))   # past the notebooks' sleep: nothing may appear later
     assert not list(base.rglob("manifest.json")) and not leftovers(fixture_repo)
