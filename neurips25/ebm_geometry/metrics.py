@@ -189,15 +189,19 @@ def fit_rbf(X: torch.Tensor,     # data (n, D)
     h.centroids, h.bandwidths, h.weights = Ct, lt, wt
     return h
 
+def _calibrate_inverse(h: Callable, X, mode: str, grid, n_pairs: int, seed: int, ratio: float):
+    "(alpha, beta) of an inverse metric (alpha h + beta)^-1 for the kernel baselines: on a grid, or as in the paper."
+    with torch.no_grad():
+        if mode == "grid": return calibrate_grid(h(toy_grid() if grid is None else torch.as_tensor(grid)), "inverse", ratio)
+        if mode == "paper":
+            on, off = calibration_sets(torch.as_tensor(X), n_pairs, seed); return calibrate(h(on), h(off), "inverse", ratio)
+        raise ValueError(f"mode must be 'grid' or 'paper', got {mode!r}")
+
 def rbf_metric(X, K: int = 30, kappa: float = 1.0, mode: str = "grid", grid=None, n_pairs: int = 500,
                seed: int = 0, ratio: float = 1e3) -> Metric:
     "G_RBF(x) = (alpha h_RBF(x) + beta)^-1 I, calibrated like the energy metrics."
     h = fit_rbf(X, K, kappa, seed)
-    with torch.no_grad():
-        if mode == "grid": a, b = calibrate_grid(h(toy_grid() if grid is None else torch.as_tensor(grid)), "inverse", ratio)
-        elif mode == "paper":
-            on, off = calibration_sets(torch.as_tensor(X), n_pairs, seed); a, b = calibrate(h(on), h(off), "inverse", ratio)
-        else: raise ValueError(f"mode must be 'grid' or 'paper', got {mode!r}")
+    a, b = _calibrate_inverse(h, X, mode, grid, n_pairs, seed, ratio)
     return Metric("G_RBF", lambda x: 1.0 / (_on(a, x) * h(x) + _on(b, x)), True, torch.as_tensor(X).shape[1],
                   dict(alpha=a, beta=b, K=K, kappa=kappa, mode=mode))
 
@@ -221,10 +225,6 @@ def land_metric(X, sigma: float = 1.0, mode: str = "grid", grid=None, n_pairs: i
                 ratio: float = 1e3) -> Metric:
     "G_LAND(x) = diag(alpha h(x) + beta)^-1, alpha and beta per dimension."
     h = land_h(X, sigma)
-    with torch.no_grad():
-        if mode == "grid": a, b = calibrate_grid(h(toy_grid() if grid is None else torch.as_tensor(grid)), "inverse", ratio)
-        elif mode == "paper":
-            on, off = calibration_sets(torch.as_tensor(X), n_pairs, seed); a, b = calibrate(h(on), h(off), "inverse", ratio)
-        else: raise ValueError(f"mode must be 'grid' or 'paper', got {mode!r}")
+    a, b = _calibrate_inverse(h, X, mode, grid, n_pairs, seed, ratio)
     return Metric("G_LAND", lambda x: 1.0 / (_on(a, x) * h(x) + _on(b, x)), False, torch.as_tensor(X).shape[1],
                   dict(alpha=a, beta=b, sigma=sigma, mode=mode))
