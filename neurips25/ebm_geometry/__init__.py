@@ -11,22 +11,25 @@ __all__ = ['CircularMixture', 'arc_means', 'ucg', 'wcg', 'CHARACTERS', 'render_c
            'train_dsm', 'train_cd', 'CharAE', 'sample_triplets', 'train_char_ae', 'gamma_rmse', 'd_rmse',
            'accumulated_prob', 'compare_metrics', 'GeodesicConvergenceWarning', 'path_residual', 'EnergyCNN',
            'encode_images', 'rotation_reference', 'latent_metrics', 'DigitsVAE', 'load_digits_images', 'train_vae',
-           'frechet_distance', 'slerp_path']
+           'frechet_distance', 'slerp_path', 'biased_rotated_characters', 'angle_readout', 'angular_speed',
+           'resample_path', 'ROTATION_METRICS', 'rotation_experiment', 'rotation_table', 'rotation_claims']
 
 # %% ../../nbs/p11_ebm_geometry/09_package.ipynb #ce79cf66
 from .data import CircularMixture, arc_means, ucg, wcg
-from .characters import CHARACTERS, render_char, rotate, urc_angles, brc_angles, rotated_characters, shortest_arc, MNIST_DIGITS, mnist_bases, rotated_mnist
+from .characters import (CHARACTERS, render_char, rotate, urc_angles, brc_angles, rotated_characters, shortest_arc, MNIST_DIGITS, mnist_bases, rotated_mnist,
+                                             biased_rotated_characters, angle_readout, angular_speed)
 from .metrics import (Metric, MetricError, CalibrationError, calibrate, calibrate_grid, calibration_sets,
                                             toy_grid, euclidean, energy_metric, inverse_density_metric, energy_metrics,
                                             fit_rbf, rbf_metric, land_h, land_metric)
 from .geodesics import (path_energy, path_length, lerp_path, data_bounds, geodesic_path, geodesic_rhs,
                                               shoot, verify_geodesic, riemannian_speed, turning_angle, path_stats,
-                                              GeodesicConvergenceWarning, path_residual)
+                                              GeodesicConvergenceWarning, path_residual, resample_path)
 from .interpolant import Interpolant, train_interpolant
 from .ebm import (EnergyMLP, EnergyCNN, energy_fn, langevin, LangevinDivergence, ReplayBuffer, TrainLog,
                                         train_dsm, train_cd)
 from .autoencoder import CharAE, sample_triplets, train_char_ae, encode_images, rotation_reference
-from .evaluate import gamma_rmse, d_rmse, accumulated_prob, compare_metrics, latent_metrics
+from .evaluate import (gamma_rmse, d_rmse, accumulated_prob, compare_metrics, latent_metrics,
+                                             ROTATION_METRICS, rotation_experiment, rotation_table, rotation_claims)
 from .vae import DigitsVAE, load_digits_images, train_vae, frechet_distance, slerp_path
 _all_ = ["CircularMixture", "arc_means", "ucg", "wcg", "CHARACTERS", "render_char", "rotate", "urc_angles", "brc_angles",
          "rotated_characters", "shortest_arc", "MNIST_DIGITS", "mnist_bases", "rotated_mnist", "Metric", "MetricError", "CalibrationError", "calibrate",
@@ -36,4 +39,6 @@ _all_ = ["CircularMixture", "arc_means", "ucg", "wcg", "CHARACTERS", "render_cha
          "path_stats", "Interpolant", "train_interpolant", "EnergyMLP", "energy_fn", "langevin", "LangevinDivergence", "ReplayBuffer", "TrainLog", "train_dsm",
          "train_cd", "CharAE", "sample_triplets", "train_char_ae", "gamma_rmse", "d_rmse", "accumulated_prob", "compare_metrics",
          "GeodesicConvergenceWarning", "path_residual", "EnergyCNN", "encode_images", "rotation_reference", "latent_metrics",
-         "DigitsVAE", "load_digits_images", "train_vae", "frechet_distance", "slerp_path"]
+         "DigitsVAE", "load_digits_images", "train_vae", "frechet_distance", "slerp_path", "biased_rotated_characters",
+         "angle_readout", "angular_speed", "resample_path", "ROTATION_METRICS", "rotation_experiment", "rotation_table",
+         "rotation_claims"]

@@ -9,7 +9,8 @@ CHARACTERS = ("5", "G", "F", "P", "J", "7", "2")
 
 # %% auto #0
 __all__ = ['CHARACTERS', 'MNIST_DIGITS', 'render_char', 'rotate', 'urc_angles', 'brc_angles', 'rotated_characters',
-           'shortest_arc', 'mnist_bases', 'rotated_mnist']
+           'shortest_arc', 'biased_rotated_characters', 'angle_readout', 'angular_speed', 'mnist_bases',
+           'rotated_mnist']
 
 # %% ../../nbs/p11_ebm_geometry/00a_characters.ipynb #a499c45d
 def render_char(ch: str, size: int = 32, font_size: int | None = None, font: str | None = None) -> Image.Image:
@@ -35,12 +36,17 @@ def urc_angles() -> np.ndarray:
     "URC angles: -179, -178, ..., 180 degrees (360 per character)."
     return np.arange(-179, 181, dtype=np.float64)
 
-def brc_angles(n: int, std: float = 40.0, seed: int = 0) -> np.ndarray:
-    "BRC angles: N(0, std) truncated to (-180, 180], whole degrees (Reconstruction of Fig. 13)."
-    if n < 1: raise ValueError(f"n must be >= 1, got {n}")
+def brc_angles(n: int, std: float = 40.0, seed: int = 0,
+               whole_degrees: bool = True,   # round to whole degrees (True) or keep continuous angles
+              ) -> np.ndarray:
+    "BRC angles: N(0, std) truncated to (-180, 180] by rejection, whole degrees by default (Reconstruction of Fig. 13)."
+    if not isinstance(n, (int, np.integer)) or n < 1: raise ValueError(f"n must be an int >= 1, got {n!r}")
+    if not (np.isfinite(std) and std > 0): raise ValueError(f"std must be positive and finite, got {std}")
     rng, out = np.random.default_rng(seed), np.empty(0)
     while len(out) < n:
-        a = np.round(rng.normal(0, std, 2 * n)); out = np.concatenate([out, a[(a > -180) & (a <= 180)]])
+        a = rng.normal(0, std, 2 * n)
+        if whole_degrees: a = np.round(a)
+        out = np.concatenate([out, a[(a > -180) & (a <= 180)]])
     return out[:n]
 
 def rotated_characters(chars=CHARACTERS, angles=None, size: int = 32, font: str | None = None, binarize: bool = True) -> dict:
@@ -59,6 +65,55 @@ def shortest_arc(a0: float, a1: float, T: int) -> np.ndarray:
     d = (a1 - a0 + 180.0) % 360.0 - 180.0          # signed difference in [-180, 180)
     a = a0 + d * np.linspace(0, 1, T + 1)
     return -((-a + 180.0) % 360.0 - 180.0)          # wrap to (-180, 180]
+
+# %% ../../nbs/p11_ebm_geometry/00a_characters.ipynb #c237cbde
+def biased_rotated_characters(chars=CHARACTERS, n_per_char: int = 360, std: float = 40.0, seed: int = 0,
+                              whole_degrees: bool = True, size: int = 32, font: str | None = None,
+                              binarize: bool = True) -> dict:
+    "BRC: each character rotated by `n_per_char` angles from N(0, std) truncated to (-180, 180]; structure of `rotated_characters`."
+    if not isinstance(n_per_char, (int, np.integer)) or n_per_char < 1: raise ValueError(f"n_per_char must be an int >= 1, got {n_per_char!r}")
+    if len(chars) == 0: raise ValueError("chars must be non-empty")
+    A = brc_angles(len(chars) * int(n_per_char), std, seed, whole_degrees).reshape(len(chars), -1)   # independent per character
+    ims = [rotate(render_char(c, size, font=font), a, binarize) for c, ang in zip(chars, A) for a in ang]
+    return {"images": np.stack(ims), "labels": np.repeat(np.arange(len(chars)), n_per_char), "angles": A.ravel(),
+            "chars": tuple(chars), "std": float(std)}
+
+def _wrap(a):
+    "Angles (degrees) wrapped to (-180, 180]."
+    return -((-np.asarray(a, dtype=np.float64) + 180.0) % 360.0 - 180.0)
+
+def angle_readout(Z,                # latent points (n, D)
+                  labels,           # their character labels (n,)
+                  ref_Z,            # reference latents (m, D): encodings of known rotations
+                  ref_labels,       # their labels (m,)
+                  ref_angles,       # their angles in degrees (m,)
+                  chunk: int = 2048,
+                 ) -> np.ndarray:
+    "Angle of each point = angle of its nearest reference latent of the same character; (n,). Memory O(chunk * m)."
+    Z, R = np.asarray(Z, dtype=np.float64), np.asarray(ref_Z, dtype=np.float64)
+    labels, rl, ra = np.asarray(labels).ravel(), np.asarray(ref_labels).ravel(), np.asarray(ref_angles, dtype=np.float64).ravel()
+    if Z.ndim != 2 or R.ndim != 2 or Z.shape[1] != R.shape[1]: raise ValueError(f"Z and ref_Z must be (n, D) and (m, D), got {Z.shape} and {R.shape}")
+    if len(labels) != len(Z) or not len(rl) == len(ra) == len(R): raise ValueError("labels / ref_labels / ref_angles lengths do not match the points")
+    if not (np.isfinite(Z).all() and np.isfinite(R).all()): raise ValueError("Z or ref_Z contains NaN or inf")
+    missing = set(labels.tolist()) - set(rl.tolist())
+    if missing: raise ValueError(f"no reference latents for label(s) {sorted(missing)}")
+    out = np.empty(len(Z))
+    for s in range(0, len(Z), chunk):
+        z, l = Z[s:s + chunk], labels[s:s + chunk]
+        d2 = (z ** 2).sum(1)[:, None] - 2 * z @ R.T + (R ** 2).sum(1)[None]
+        d2[l[:, None] != rl[None]] = np.inf                      # only references of the same character
+        out[s:s + chunk] = ra[d2.argmin(1)]
+    return out
+
+def angular_speed(theta,   # angles along paths (B, T+1) in degrees, one row per path on a uniform time grid t_k = k/T
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    "Per-segment angular speed |dtheta_k| * T (degrees per unit time) and the segment's mid-angle, both (B, T)."
+    th = np.asarray(theta, dtype=np.float64)
+    if th.ndim != 2 or th.shape[1] < 2: raise ValueError(f"theta must be (B, T+1) with T >= 1, got {th.shape}")
+    if not np.isfinite(th).all(): raise ValueError("theta contains NaN or inf")
+    T = th.shape[1] - 1
+    d = (th[:, 1:] - th[:, :-1] + 180.0) % 360.0 - 180.0       # signed difference the short way round, [-180, 180)
+    return np.abs(d) * T, _wrap(th[:, :-1] + d / 2)
 
 # %% ../../nbs/p11_ebm_geometry/00a_characters.ipynb #eb7336ee
 MNIST_DIGITS = (2, 3, 4, 5, 6, 7)

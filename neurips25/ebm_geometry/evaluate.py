@@ -11,7 +11,8 @@ from .ebm import langevin
 from .geodesics import geodesic_path, lerp_path, path_stats, _check_path
 
 # %% auto #0
-__all__ = ['REFERENCE', 'gamma_rmse', 'd_rmse', 'accumulated_prob', 'compare_metrics', 'latent_metrics']
+__all__ = ['REFERENCE', 'ROTATION_METRICS', 'gamma_rmse', 'd_rmse', 'accumulated_prob', 'compare_metrics', 'latent_metrics',
+           'rotation_experiment', 'rotation_table', 'rotation_claims']
 
 # %% ../../nbs/p11_ebm_geometry/04_evaluate.ipynb #627f3e0b
 def gamma_rmse(paths, reference) -> torch.Tensor:
@@ -91,3 +92,132 @@ def latent_metrics(Z,                          # latent data (n, D)
     for m in ms.values(): m.info["calibration"] = "G_E: min-max over S_M, S_Mbar (+ S_down), floored; inverse forms: h = 0 -> ratio, max h -> 1"
     return ms
 
+
+# %% ../../nbs/p11_ebm_geometry/04_evaluate.ipynb #e1a7c302
+import warnings
+from typing import Callable
+from .geodesics import path_residual, GeodesicConvergenceWarning
+from .ebm import EnergyMLP, energy_fn, train_dsm
+from .characters import rotate, shortest_arc
+from .autoencoder import train_char_ae, encode_images, _angle_diff
+
+ROTATION_METRICS = ["linear", "G_E", "G_1/p", "G_RBF", "G_LAND"]
+
+def rotation_experiment(data: dict,              # rotated_characters / rotated_mnist output: images (n, s, s), labels, angles
+                        base: Callable,          # label k -> the unrotated base image (PIL), rotated for the ground truth
+                        seed: int,               # autoencoder, EBM and pairs
+                        latent: int = 8, ae_steps: int = 300,                 # triplet autoencoder
+                        ebm_steps: int = 1500, dsm_sigma: float = 0.2, ebm_width: int = 64, ebm_depth: int = 3,  # DSM EBM
+                        n_pairs: int = 12, T: int = 16, min_angle: float = 60.0,  # endpoint pairs: same label, >= min_angle apart
+                        geo_steps: int = 100, geo_restarts: int = 10, geo_levels: int = 1, gtol: float = 1e-3,  # solver
+                        land_sigma: float = 0.4, rbf_K: int = 300, rbf_kappa: float = 0.75,
+                        device: str = "cpu", n_strips: int = 2,
+                       ) -> tuple[pd.DataFrame, dict, dict]:
+    "One seed of the rotation experiment (Table 8 protocol): per-pair scores, decoded strips, training diagnostics."
+    labels, angles = np.asarray(data["labels"]), np.asarray(data["angles"])
+    ae, ae_loss = train_char_ae(data, latent=latent, steps=ae_steps, batch=128, seed=seed, device=device)
+    Z = encode_images(ae, data["images"]); mu, sd = Z.mean(0), Z.std()
+    Zs = (Z - mu) / sd                                                  # standardised latents: the data space
+    model = EnergyMLP(dim=latent, width=ebm_width, depth=ebm_depth)
+    log = train_dsm(Zs, model, steps=ebm_steps, sigma=dsm_sigma, lr=1e-3, seed=seed, device=device)
+    ms = latent_metrics(Zs, energy_fn(model.double()), land_sigma=land_sigma, rbf_K=rbf_K, rbf_kappa=rbf_kappa, seed=seed)
+    rng = np.random.default_rng(10_000 + seed)
+    L, A = torch.as_tensor(labels), torch.as_tensor(angles)
+    i = torch.as_tensor(rng.choice(len(Zs), n_pairs, replace=False)); j = []
+    for a in i:                                                          # a partner of the same label, >= min_angle away
+        cand = torch.nonzero((L == L[a]) & (_angle_diff(A, A[a]) >= min_angle)).ravel()
+        if len(cand) == 0: raise ValueError(f"no partner at least {min_angle} degrees from data point {int(a)}")
+        j.append(cand[rng.integers(len(cand))])
+    j = torch.stack(j)
+    true = torch.as_tensor(np.stack([np.stack([rotate(base(int(L[a])), t, False)                  # the true rotated images
+                                               for t in shortest_arc(float(A[a]), float(A[b]), T)]) for a, b in zip(i, j)]))
+    R = (encode_images(ae, true.reshape(-1, *true.shape[2:]).numpy()).reshape(n_pairs, T + 1, -1) - mu) / sd  # ground truth, standardised
+    paths, conv = {}, {}
+    for n, m in ms.items():
+        if n == "linear": paths[n] = lerp_path(Zs[i], Zs[j], T); conv[n] = np.full(n_pairs, np.nan); continue
+        with warnings.catch_warnings():                                 # counted below per pair, not hidden
+            warnings.simplefilter("ignore", GeodesicConvergenceWarning)
+            paths[n] = geodesic_path(Zs[i], Zs[j], m, T=T, steps=geo_steps, restarts=geo_restarts, levels=geo_levels,
+                                     gtol=gtol, device=device)
+        conv[n] = (path_residual(paths[n], m) <= gtol).double().numpy()
+    with torch.no_grad():
+        dev_ae = next(ae.parameters()).device
+        dec = {n: ae.decode((P.reshape(-1, latent) * sd + mu).float().to(dev_ae)).cpu().reshape(n_pairs, T + 1, ae.size, ae.size).double()
+               for n, P in paths.items()}
+    rows = []
+    for n, P in paths.items():
+        dr, gr = d_rmse(P, Zs), gamma_rmse(P, R)
+        px = ((dec[n] - true) ** 2).mean((-1, -2)).mean(-1).sqrt()       # pixel RMSE of decoded path vs true rotation
+        for k in range(n_pairs):
+            rows.append(dict(seed=seed, pair=k, metric=n, d_rmse=float(dr[k]), gamma_rmse=float(gr[k]), pixel_rmse=float(px[k]),
+                             angle_diff=float(_angle_diff(A[i[k]], A[j[k]])), converged=float(conv[n][k])))
+    strips = {"true": true[:n_strips].numpy(), **{n: v[:n_strips].numpy() for n, v in dec.items()}}
+    return pd.DataFrame(rows), strips, dict(ae_loss=float(np.mean(ae_loss[-20:])), dsm_loss=float(np.mean(log.loss[-50:])),
+                                            ref_d_rmse=float(d_rmse(R, Zs).mean()))
+
+def rotation_table(raw: pd.DataFrame,           # per-pair rows of rotation_experiment over seeds
+                   paper: dict | None = None,   # metric -> (D-RMSE, gamma-RMSE) of the paper's Table 8
+                  ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    "Per-seed means over pairs, and the table of their mean and SE over seeds (with the paper's values beside)."
+    cols = ["d_rmse", "gamma_rmse", "pixel_rmse", "converged"]
+    miss = set(cols + ["metric", "seed"]) - set(raw.columns)
+    if miss: raise ValueError(f"raw lacks columns {sorted(miss)}")
+    seed_means = raw.groupby(["metric", "seed"])[cols].mean()
+    g = seed_means.groupby("metric"); n_seeds = raw.seed.nunique()
+    tab = g.mean().add_suffix("_mean").join(g.std(ddof=1).div(np.sqrt(n_seeds)).add_suffix("_se"))
+    tab = tab.reindex([m for m in ROTATION_METRICS if m in tab.index]).reset_index()
+    tab["d_rmse_over_linear"] = tab.d_rmse_mean / tab.set_index("metric").loc["linear", "d_rmse_mean"]
+    tab["converged_frac"] = tab.converged_mean                            # fraction of pairs whose solve reached gtol
+    out = ["metric", "d_rmse_mean", "d_rmse_se", "gamma_rmse_mean", "gamma_rmse_se", "pixel_rmse_mean", "pixel_rmse_se",
+           "d_rmse_over_linear", "converged_frac"]
+    if paper is not None:
+        tab["paper_d_rmse"] = [paper[m][0] for m in tab.metric]; tab["paper_gamma_rmse"] = [paper[m][1] for m in tab.metric]
+        tab["paper_d_rmse_over_linear"] = tab.paper_d_rmse / paper["linear"][0]
+        out += ["paper_d_rmse", "paper_gamma_rmse", "paper_d_rmse_over_linear"]
+    return seed_means, tab[out]
+
+def rotation_claims(seed_means: pd.DataFrame,  # per-seed means, from rotation_table
+                    tab: pd.DataFrame,         # the table, from rotation_table
+                    label: str = "URC",        # data set named in each claim
+                    paper_prefix: str = "",    # put before each paper value (e.g. when the paper has no run on these data)
+                    min_seeds: int = 3,        # fewer seeds: every verdict "not comparable"
+                   ) -> list[dict]:
+    "The five pre-registered Table-8 claims as keyword dicts for core.record_claim (criteria in 12_tab_rotated_chars)."
+    seeds = sorted(seed_means.index.get_level_values("seed").unique().tolist()); judge = len(seeds) >= min_seeds
+    def paired(a, b, col):                      # per-seed paired differences a - b: (mean, SE)
+        x = seed_means.loc[a][col].values - seed_means.loc[b][col].values
+        return float(x.mean()), float(x.std(ddof=1) / np.sqrt(len(x))) if len(x) > 1 else float("nan")
+    def sig_less(a, b, col):
+        m, se = paired(a, b, col); return bool(m + 2 * se < 0), m, se
+    def grade(n_ok, n_all):
+        if not judge: return "not comparable"
+        return "reproduced" if n_ok == n_all else ("partly" if n_ok > 0 else "not reproduced")
+    T_ = tab.set_index("metric"); out = []
+    ratio = seed_means.loc["G_E"]["d_rmse"].values / seed_means.loc["linear"]["d_rmse"].values
+    r_m, r_se = float(ratio.mean()), float(ratio.std(ddof=1) / np.sqrt(len(ratio))) if len(ratio) > 1 else float("nan")
+    ok_l, m_, se_ = sig_less("G_E", "linear", "d_rmse")
+    v = "not comparable" if not judge else ("reproduced" if r_m + 2 * r_se < 0.3 else ("partly" if ok_l else "not reproduced"))
+    out.append(dict(id="drmse_ge_vs_linear", statement=f"{label}: G_E geodesics stay on the data, far closer than linear interpolation (Table 8, D-RMSE)",
+                    paper=paper_prefix + "0.11 vs 2.96 (ratio 0.04)",
+                    ours=f"{T_.loc['G_E', 'd_rmse_mean']:.3f} vs {T_.loc['linear', 'd_rmse_mean']:.3f} (ratio {r_m:.2f} ± {r_se:.2f} SE; diff {m_:.3f} ± {se_:.3f})",
+                    criterion="per-seed ratio mean + 2 SE < 0.3: reproduced; else paired diff + 2 SE < 0: partly", verdict=v, seeds=seeds,
+                    interval=(r_m - 2 * r_se, r_m + 2 * r_se) if judge else None))
+    res = [sig_less(m, "linear", "gamma_rmse") for m in ("G_E", "G_1/p")]
+    out.append(dict(id="grmse_ebm_vs_linear", statement=f"{label}: EBM geodesics (G_E, G_1/p) follow the true rotation better than linear interpolation (Table 8, γ-RMSE)",
+                    paper=paper_prefix + "G_E 0.40, G_1/p 0.44 vs linear 3.52",
+                    ours=f"G_E {T_.loc['G_E', 'gamma_rmse_mean']:.3f}, G_1/p {T_.loc['G_1/p', 'gamma_rmse_mean']:.3f} vs linear {T_.loc['linear', 'gamma_rmse_mean']:.3f}; "
+                         + "; ".join(f"{m} - linear {x[1]:.3f} ± {x[2]:.3f} SE" for m, x in zip(("G_E", "G_1/p"), res)),
+                    criterion="paired per-seed diff + 2 SE < 0 for G_E and for G_1/p (both: reproduced, one: partly)",
+                    verdict=grade(sum(x[0] for x in res), 2), seeds=seeds))
+    for col, cid, pap in (("d_rmse", "drmse_ge_vs_kernels", "0.11 vs RBF 0.36, LAND 0.66"), ("gamma_rmse", "grmse_ge_vs_kernels", "0.40 vs RBF 0.86, LAND 2.39")):
+        res = [sig_less("G_E", m, col) for m in ("G_RBF", "G_LAND")]
+        out.append(dict(id=cid, statement=f"{label}: G_E beats the kernel metrics RBF and LAND on {col.replace('_', '-')} (Table 8)", paper=paper_prefix + pap,
+                        ours=f"G_E {T_.loc['G_E', col + '_mean']:.3f} vs RBF {T_.loc['G_RBF', col + '_mean']:.3f}, LAND {T_.loc['G_LAND', col + '_mean']:.3f}; "
+                             + "; ".join(f"vs {m}: {x[1]:.3f} ± {x[2]:.3f} SE" for m, x in zip(("RBF", "LAND"), res)),
+                        criterion="paired per-seed diff + 2 SE < 0 vs RBF and vs LAND (both: reproduced, one: partly)",
+                        verdict=grade(sum(x[0] for x in res), 2), seeds=seeds))
+    ok, m_, se_ = sig_less("G_E", "linear", "pixel_rmse")
+    out.append(dict(id="pixel_ge_vs_linear", statement=f"{label}: decoded G_E paths look like the true rotation more than decoded linear paths (Fig. 4, qualitative)",
+                    paper="qualitative", ours=f"pixel RMSE G_E {T_.loc['G_E', 'pixel_rmse_mean']:.3f} vs linear {T_.loc['linear', 'pixel_rmse_mean']:.3f} (diff {m_:.3f} ± {se_:.3f} SE)",
+                    criterion="paired per-seed diff + 2 SE < 0", verdict=grade(int(ok), 1), seeds=seeds))
+    return out

@@ -10,8 +10,8 @@ from .metrics import Metric
 
 # %% auto #0
 __all__ = ['RULES', 'path_energy', 'path_length', 'lerp_path', 'data_bounds', 'GeodesicConvergenceWarning', 'path_residual',
-           'geodesic_path', 'grad_log_lambda', 'geodesic_rhs', 'shoot', 'verify_geodesic', 'riemannian_speed',
-           'turning_angle', 'path_stats']
+           'resample_path', 'geodesic_path', 'grad_log_lambda', 'geodesic_rhs', 'shoot', 'verify_geodesic',
+           'riemannian_speed', 'turning_angle', 'path_stats']
 
 # %% ../../nbs/p11_ebm_geometry/02_geodesics.ipynb #ebe8f0bb
 RULES = ("left", "sym")
@@ -67,36 +67,17 @@ def path_residual(path, metric: Metric, rule: str = "sym") -> torch.Tensor:
     T = path.shape[1] - 1; span = (path[:, -1] - path[:, 0]).norm(dim=-1)
     return g[:, 1:-1].flatten(1).norm(dim=-1) * span / (T * E.detach()).clamp_min(1e-300)
 
-def geodesic_path(x0, x1,                      # endpoint batches (B, D) (or single points (D,))
-                  metric: Metric,
-                  T: int = 64,                  # number of segments (paper: 100 time steps)
-                  steps: int = 300,             # L-BFGS iterations / Adam steps
-                  method: str = "lbfgs",        # "lbfgs" | "adam"
-                  lr: float = 1e-2,             # Adam learning rate
-                  rule: str = "sym",
-                  init=None,                    # initial paths (B, T+1, D); default the straight lines
-                  bounds=None,                  # (lo, hi) data range: endpoints outside are an error
-                  device=None,                  # default core.get_device("auto")
-                  dtype=torch.float64,
-                  gtol: float | None = 1e-3,    # warn for pairs whose path_residual exceeds this (None: no check)
-                 ) -> torch.Tensor:
-    "Minimise the discrete path energy over the interior points; returns the optimised paths (B, T+1, D) on CPU."
-    x0, x1 = torch.as_tensor(x0, dtype=dtype), torch.as_tensor(x1, dtype=dtype)
-    if x0.ndim == 1: x0, x1 = x0[None], x1[None]
-    if x0.shape != x1.shape or x0.ndim != 2 or x0.shape[1] != metric.dim:
-        raise ValueError(f"x0 and x1 must both have shape (B, {metric.dim}), got {tuple(x0.shape)} and {tuple(x1.shape)}")
-    if not (torch.isfinite(x0).all() and torch.isfinite(x1).all()): raise ValueError("endpoints contain NaN or inf")
-    if not isinstance(T, int) or T < 2: raise ValueError(f"T must be an int >= 2, got {T!r}")
-    if method not in ("lbfgs", "adam"): raise ValueError(f"method must be 'lbfgs' or 'adam', got {method!r}")
-    if bounds is not None:
-        lo, hi = (torch.as_tensor(b, dtype=dtype) for b in bounds)
-        out = ((x0 < lo) | (x0 > hi) | (x1 < lo) | (x1 > hi)).any(1)
-        if out.any(): raise ValueError(f"{int(out.sum())} endpoint pair(s) outside the data range [{lo.tolist()}, {hi.tolist()}]")
-    dev = get_device("auto") if device is None else torch.device(device)
-    x0, x1 = x0.to(dev), x1.to(dev)
-    P0 = lerp_path(x0, x1, T) if init is None else _check_path(init).to(dev, dtype)
-    if P0.shape != (x0.shape[0], T + 1, x0.shape[1]): raise ValueError(f"init must have shape {(x0.shape[0], T + 1, x0.shape[1])}, got {tuple(P0.shape)}")
-    inner = P0[:, 1:-1].clone().requires_grad_(True)
+def resample_path(path, T: int) -> torch.Tensor:
+    "Piecewise-linear resampling of paths (B, N+1, D) onto the uniform grid t_i = i/T; returns (B, T+1, D)."
+    path = _check_path(path); N = path.shape[1] - 1
+    if not isinstance(T, int) or T < 1: raise ValueError(f"T must be a positive int, got {T!r}")
+    s = torch.linspace(0, N, T + 1, dtype=path.dtype, device=path.device)     # position on the old grid, in segments
+    k = s.floor().long().clamp(max=N - 1); f = (s - k)[None, :, None]
+    return (1 - f) * path[:, k] + f * path[:, k + 1]
+
+def _minimise(x0, x1, inner, metric, steps, method, lr, rule):
+    "One optimiser run over the interior points of a batch of paths; returns the new interior points."
+    inner = inner.detach().clone().requires_grad_(True)
     full = lambda: torch.cat([x0[:, None], inner, x1[:, None]], 1)
     if method == "lbfgs":
         opt = torch.optim.LBFGS([inner], lr=1.0, max_iter=steps, history_size=50, line_search_fn="strong_wolfe",
@@ -108,15 +89,72 @@ def geodesic_path(x0, x1,                      # endpoint batches (B, D) (or sin
         opt = torch.optim.Adam([inner], lr=lr)
         for _ in progress(range(steps), desc="geodesic (adam)"):
             opt.zero_grad(); loss = path_energy(full(), metric, rule).sum(); loss.backward(); opt.step()
-    P = full().detach()
+    return inner.detach()
+
+def geodesic_path(x0, x1,                      # endpoint batches (B, D) (or single points (D,))
+                  metric: Metric,
+                  T: int = 64,                  # number of segments (paper: 100 time steps)
+                  steps: int = 300,             # L-BFGS iterations / Adam steps of one solve
+                  method: str = "lbfgs",        # "lbfgs" | "adam"
+                  lr: float = 1e-2,             # Adam learning rate
+                  rule: str = "sym",
+                  init=None,                    # initial paths (B, T'+1, D), resampled to the first level; default straight lines
+                  bounds=None,                  # (lo, hi) data range: endpoints outside are an error
+                  device=None,                  # default core.get_device("auto")
+                  dtype=torch.float64,
+                  gtol: float | None = 1e-3,    # convergence: path_residual <= gtol (None: no check, no restarts)
+                  restarts: int = 10,           # re-solve each pair still above gtol on its own, up to this many more times
+                  levels: int = 0,              # coarse-to-fine: first solve at ~T/2^levels segments, then upsample
+                 ) -> torch.Tensor:
+    "Minimise the discrete path energy over the interior points; returns the optimised paths (B, T+1, D) on CPU."
+    x0, x1 = torch.as_tensor(x0, dtype=dtype), torch.as_tensor(x1, dtype=dtype)
+    if x0.ndim == 1: x0, x1 = x0[None], x1[None]
+    if x0.shape != x1.shape or x0.ndim != 2 or x0.shape[1] != metric.dim:
+        raise ValueError(f"x0 and x1 must both have shape (B, {metric.dim}), got {tuple(x0.shape)} and {tuple(x1.shape)}")
+    if not (torch.isfinite(x0).all() and torch.isfinite(x1).all()): raise ValueError("endpoints contain NaN or inf")
+    if not isinstance(T, int) or T < 2: raise ValueError(f"T must be an int >= 2, got {T!r}")
+    if method not in ("lbfgs", "adam"): raise ValueError(f"method must be 'lbfgs' or 'adam', got {method!r}")
+    if not isinstance(restarts, int) or restarts < 0: raise ValueError(f"restarts must be an int >= 0, got {restarts!r}")
+    if not isinstance(levels, int) or levels < 0: raise ValueError(f"levels must be an int >= 0, got {levels!r}")
+    if bounds is not None:
+        lo, hi = (torch.as_tensor(b, dtype=dtype) for b in bounds)
+        out = ((x0 < lo) | (x0 > hi) | (x1 < lo) | (x1 > hi)).any(1)
+        if out.any(): raise ValueError(f"{int(out.sum())} endpoint pair(s) outside the data range [{lo.tolist()}, {hi.tolist()}]")
+    dev = get_device("auto") if device is None else torch.device(device)
+    x0, x1 = x0.to(dev), x1.to(dev)
+    grid = [T]                                   # coarse-to-fine schedule: ..., ceil(T/4), ceil(T/2), T (each >= 2)
+    for _ in range(levels): grid.insert(0, max(2, math.ceil(grid[0] / 2)))
+    grid = sorted(set(grid))
+    if init is None: P = lerp_path(x0, x1, grid[0])
+    else:
+        P0 = _check_path(init).to(dev, dtype)
+        if P0.shape[0] != x0.shape[0] or P0.shape[2] != x0.shape[1]: raise ValueError(f"init must have shape {(x0.shape[0], T + 1, x0.shape[1])}, got {tuple(P0.shape)}")
+        P = P0 if P0.shape[1] == grid[0] + 1 else resample_path(P0, grid[0])
+    for Tl in grid:
+        if P.shape[1] != Tl + 1: P = resample_path(P, Tl)           # upsample the coarser solution as the start
+        inner = P[:, 1:-1].clone(); active = torch.arange(len(x0), device=dev)
+        for k in range(1 + (restarts if gtol is not None else 0)):
+            # the first pass solves the whole batch; a restart re-solves each pair above gtol on its own (its own L-BFGS
+            # memory and line search: the pairs are independent, and a shared run converges as slowly as its worst pair)
+            with torch.no_grad(): E0 = path_energy(torch.cat([x0[active, None], inner[active], x1[active, None]], 1), metric, rule)
+            if k == 0: inner[active] = _minimise(x0[active], x1[active], inner[active], metric, steps, method, lr, rule)
+            else:
+                for b in active.tolist(): inner[b:b + 1] = _minimise(x0[b:b + 1], x1[b:b + 1], inner[b:b + 1], metric, steps, method, lr, rule)
+            P = torch.cat([x0[:, None], inner, x1[:, None]], 1)
+            if gtol is None: break
+            with torch.no_grad(): E1 = path_energy(P[active], metric, rule)
+            moved = torch.zeros(len(x0), dtype=torch.bool, device=dev); moved[active] = (E1 - E0).abs() > 1e-12 * E0  # frozen pairs (a kink, a
+            r = path_residual(P, metric, rule); active = torch.nonzero(~(r <= gtol) & moved).ravel()        # failed line search) stop
+            if len(active) == 0: break
+    P = P.detach()
     if gtol is not None:
         r = path_residual(P, metric, rule)
         bad = torch.nonzero(~(r <= gtol)).ravel().tolist()
         if bad:
             shown = ", ".join(map(str, bad[:20])) + (", ..." if len(bad) > 20 else "")
-            warnings.warn(f"geodesic_path: {len(bad)} of {len(r)} pair(s) did not converge in {steps} {method} steps "
+            warnings.warn(f"geodesic_path: {len(bad)} of {len(r)} pair(s) did not converge in {steps} {method} steps and {restarts} restarts "
                           f"(relative gradient residual > {gtol:g}; max {float(r.nan_to_num(float('inf')).max()):.3g}): "
-                          f"pairs [{shown}]. Raise `steps`, split the batch, or check the metric.",
+                          f"pairs [{shown}]. Raise `steps` or `restarts`, try `levels`, or check the metric.",
                           GeodesicConvergenceWarning, stacklevel=2)
     return P.cpu()
 
