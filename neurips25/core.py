@@ -11,9 +11,9 @@ import numpy as np
 # %% auto #0
 __all__ = ['REPO_ROOT', 'NBS_PATH', 'DATA_PATH', 'CACHE_PATH', 'OUTPUTS_PATH', 'SHARED_DATA', 'PROFILES', 'OKABE_ITO', 'VERDICTS',
            'CLAIM_KINDS', 'in_test', 'current_profile', 'in_notebook', 'seed_everything', 'get_device', 'set_style',
-           'start_run', 'output_dir', 'savefig', 'to_markdown', 'save_table', 'record_claim', 'library_hash',
-           'cache_key', 'cache_enabled', 'cached', 'DataFileError', 'sha256_file', 'data_file', 'progress',
-           'package_versions', 'device_info']
+           'start_run', 'output_dir', 'savefig', 'to_markdown', 'save_table', 'ClaimRegistryError', 'claims_file',
+           'load_claims', 'registered_claim', 'record_claim', 'library_hash', 'cache_key', 'cache_enabled', 'cached',
+           'DataFileError', 'sha256_file', 'data_file', 'progress', 'package_versions', 'device_info']
 
 # %% ../nbs/00_core.ipynb #489fb321
 def _find_repo_root() -> Path:
@@ -214,21 +214,113 @@ def save_table(df,                     # a pandas DataFrame
 
 # %% ../nbs/00_core.ipynb #b379e095
 VERDICTS = ("reproduced", "partly", "not reproduced", "not comparable")
-CLAIM_KINDS = ("preregistered", "exploratory")  # an exploratory claim never changes a pre-registered verdict
+CLAIM_KINDS = ("preregistered", "exploratory", "check")  # only preregistered claims are counted as reproductions
+_RULE_OPS = {">=": np.greater_equal, ">": np.greater, "<=": np.less_equal, "<": np.less, "==": np.equal, "!=": np.not_equal}
 
-def record_claim(id: str,         # short identifier, unique within the artefact
-                 statement: str,  # the paper's claim, in words (with where it is made)
-                 paper: Any,      # the paper's number, or "qualitative"
-                 ours: Any,       # what we measured (a string with units, or a number)
-                 criterion: str,  # the test applied, fixed before the run
-                 verdict: str,    # reproduced | partly | not reproduced | not comparable
-                 kind: str = "preregistered",  # preregistered (criterion fixed before any run) | exploratory (chosen after seeing results)
+class ClaimRegistryError(ValueError):
+    "A claim that claims.yaml does not register, or a claims.yaml that cannot be read."
+
+def claims_file(series: str) -> Path:
+    "The claims registry of a series: `$NEURIPS25_CLAIMS` (set by the runner), else `nbs/<series>/claims.yaml`."
+    env = os.environ.get("NEURIPS25_CLAIMS")
+    return Path(env) if env else NBS_PATH / series / "claims.yaml"
+
+def load_claims(path: Path,  # a series' claims.yaml
+               ) -> dict:
+    "{artefact: {claim id (or id template): entry}} of a claims.yaml, each entry checked."
+    import yaml
+    path = Path(path)
+    if not path.is_file(): raise ClaimRegistryError(f"no claims registry {path}: register the series' claims there first")
+    try: doc = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as e: raise ClaimRegistryError(f"{path} is not valid YAML: {e}") from None
+    arts = doc.get("artefacts") if isinstance(doc, dict) else None
+    if not isinstance(arts, dict): raise ClaimRegistryError(f"{path}: top level needs an 'artefacts:' mapping")
+    for art, claims in arts.items():
+        if not isinstance(claims, dict): raise ClaimRegistryError(f"{path}: artefact {art!r} needs a mapping of claims")
+        for cid, e in claims.items():
+            where = f"{path}: {art}/{cid}"
+            if not isinstance(e, dict): raise ClaimRegistryError(f"{where}: an entry is a mapping")
+            missing = [k for k in ("statement", "paper", "criterion", "kind") if k not in e]
+            if missing: raise ClaimRegistryError(f"{where} lacks {missing}")
+            if e["kind"] not in CLAIM_KINDS: raise ClaimRegistryError(f"{where}: kind {e['kind']!r} not in {CLAIM_KINDS}")
+            for k in ("statement", "criterion"):
+                if not isinstance(e[k], str) or not e[k].strip(): raise ClaimRegistryError(f"{where}: {k} must be text")
+            pc = e.get("precondition")
+            if pc is not None:
+                if not isinstance(pc, dict) or not {"text", "quantity", "rule"} <= set(pc):
+                    raise ClaimRegistryError(f"{where}: precondition needs text, quantity and rule")
+                _parse_rule(pc["rule"], where)
+    return arts
+
+def _parse_rule(rule, where: str = "rule") -> tuple:
+    "'>= 0.95' -> (op, 0.95); 'true' / 'false' -> ('==', bool)."
+    s = str(rule).strip()
+    if s.lower() in ("true", "false"): return "==", s.lower() == "true"
+    for op in sorted(_RULE_OPS, key=len, reverse=True):
+        if s.startswith(op):
+            try: return op, float(s[len(op):])
+            except ValueError: break
+    raise ClaimRegistryError(f"{where}: precondition rule {rule!r} must be 'OP NUMBER' (OP one of {list(_RULE_OPS)}) "
+                             "or true/false")
+
+def _template_regex(key: str):
+    import re
+    parts = re.split(r"\{(\w+)\}", key)
+    if len(parts) == 1: return None
+    pat = "".join(re.escape(p) if i % 2 == 0 else f"(?P<{p}>.+?)" for i, p in enumerate(parts))
+    return re.compile(pat + r"\Z")
+
+def registered_claim(series: str, artefact: str, id: str, path: Path | None = None) -> dict:
+    "The claims.yaml entry of claim `id` (exact key, else an `{name}` template key); placeholders filled in."
+    path = Path(path) if path else claims_file(series)
+    claims = load_claims(path).get(artefact, {})
+    if id in claims: return {**claims[id], "entry": id}
+    for key, e in claims.items():
+        rx = _template_regex(key)
+        m = rx.match(id) if rx else None
+        if m:
+            def fill(t, g=m.groupdict()):                     # only the key's own {name} tokens, so other braces stay
+                if not isinstance(t, str): return t
+                for k, v in g.items(): t = t.replace("{" + k + "}", v)
+                return t
+            return {**{k: fill(v) for k, v in e.items()}, "entry": key}
+    raise ClaimRegistryError(f"claim {id!r} of {series}/{artefact} is not registered in {path}: add its entry "
+                             "(statement, paper, criterion, kind) there and commit it before the run that judges it")
+
+def _check_precondition(pc: dict, values: dict) -> str | None:
+    "None when the precondition holds, else the reason it does not."
+    q = pc["quantity"]
+    if q not in values: raise ClaimRegistryError(f"the precondition needs quantity {q!r}: pass it to record_claim as {q}=...")
+    op, ref = _parse_rule(pc["rule"])
+    v = values[q]
+    try: ok = bool(_RULE_OPS[op](float(v), float(ref)))
+    except (TypeError, ValueError): ok = False
+    if ok and np.isfinite(float(v)): return None
+    return f"{pc['text']} ({q} = {v}, needs {pc['rule']})"
+
+def _plain(v):
+    if isinstance(v, (np.bool_, bool)): return bool(v)
+    if isinstance(v, (np.floating, np.integer)): return v.item()
+    if isinstance(v, (str, int, float)) or v is None: return v
+    if isinstance(v, (list, tuple)): return [_plain(x) for x in v]
+    return str(v)
+
+def record_claim(id: str,                 # the claim's id, as registered in nbs/<series>/claims.yaml
+                 statement: str | None = None,  # optional: the statement as this run words it (kept as `as_run`)
+                 paper: Any = None,       # optional: the paper's number as this run words it (kept as `as_run`)
+                 ours: Any = None,        # what we measured (a string with units, or a number)
+                 criterion: str | None = None,  # optional: the criterion as applied, with computed thresholds
+                 verdict: str | None = None,    # reproduced | partly | not reproduced | not comparable
+                 kind: str | None = None,  # optional: must agree with the registered kind unless that is `check`
                  seeds: Sequence[int] | None = None,  # the seeds the claim was measured over, if any
                  interval: Sequence[float] | None = None,  # (low, high) interval around `ours`, e.g. mean ± 2 SE, if any
+                 **values,                # recorded quantities (a precondition's quantity among them)
                 ) -> dict:
-    "Add or replace claim `id` in the run's claims.json; return the record."
+    "Record claim `id` of the current run: statement, paper, criterion and kind come from claims.yaml."
     if verdict not in VERDICTS: raise ValueError(f"verdict {verdict!r} is not one of {VERDICTS}")
-    if kind not in CLAIM_KINDS: raise ValueError(f"claim kind {kind!r} is not one of {CLAIM_KINDS}")
+    if ours is None: raise ValueError("ours (what was measured) is required")
+    if kind is not None and kind not in CLAIM_KINDS: raise ValueError(f"claim kind {kind!r} is not one of {CLAIM_KINDS}")
+    if not isinstance(id, str) or not id.strip(): raise ValueError("claim field 'id' must be a non-empty string")
     if seeds is not None:
         seeds = [int(s) for s in seeds]
         if not seeds: raise ValueError("seeds, when given, must list at least one seed")
@@ -236,22 +328,50 @@ def record_claim(id: str,         # short identifier, unique within the artefact
         interval = [float(v) for v in interval]
         if len(interval) != 2 or not all(np.isfinite(interval)) or interval[0] > interval[1]:
             raise ValueError(f"interval must be two finite numbers (low <= high), got {interval}")
-    for k, v in dict(id=id, statement=statement, criterion=criterion).items():
-        if not isinstance(v, str) or not v.strip(): raise ValueError(f"claim field {k!r} must be a non-empty string")
-    def _plain(v):
-        if isinstance(v, (np.floating, np.integer)): return v.item()
-        if isinstance(v, (str, int, float)) or v is None: return v
-        return str(v)
-    rec = dict(id=id, statement=statement, paper=_plain(paper), ours=_plain(ours), criterion=criterion, verdict=verdict,
-               kind=kind, profile=current_profile())
+    series, artefact = _RUN.get("series"), _RUN.get("artefact")
+    if not series: raise RuntimeError("no run started: call start_run(series, artefact) before record_claim")
+    try:
+        reg = registered_claim(series, artefact, id)
+    except ClaimRegistryError:
+        if not os.environ.get("NEURIPS25_CLAIMS_COLLECT"): raise
+        reg = _collect_unregistered(series, artefact, id, statement, paper, criterion, kind)   # migration tool only
+    if kind is not None and reg["kind"] != "check" and kind != reg["kind"]:
+        raise ClaimRegistryError(f"claim {id!r} is registered as {reg['kind']!r} but the notebook records it as "
+                                 f"{kind!r}: change claims.yaml (and commit it) or the notebook")
+    if reg["paper"] == "per instance":                          # a family whose paper value differs per member
+        if paper is None: raise ClaimRegistryError(f"claim {id!r}: its entry's paper value is 'per instance': pass paper=")
+        reg = {**reg, "paper": paper}
+    rec = dict(id=id, statement=reg["statement"], paper=_plain(reg["paper"]), ours=_plain(ours),
+               criterion=reg["criterion"], verdict=verdict, kind=reg["kind"], profile=current_profile(),
+               entry=reg["entry"])
+    as_run = {k: _plain(v) for k, v in dict(statement=statement, paper=paper, criterion=criterion).items()
+              if v is not None and _plain(v) != rec[k]}
+    if as_run: rec["as_run"] = as_run                          # the run's own wording, with its computed thresholds
+    if values: rec["values"] = {k: _plain(v) for k, v in values.items()}
+    if reg.get("precondition"):
+        why = _check_precondition(reg["precondition"], values)
+        rec["precondition"] = reg["precondition"]["text"]
+        if why:                                                  # an unmet precondition: the claim cannot be judged
+            rec["verdict_as_run"], rec["verdict"], rec["precondition_failed"] = verdict, "not comparable", why
     if seeds is not None: rec["seeds"] = seeds
     if interval is not None: rec["interval"] = interval
     path = output_dir() / "claims.json"
     claims = json.loads(path.read_text()) if path.exists() else []
     claims = [c for c in claims if c["id"] != id] + [rec]
     _atomic_write_bytes(path, (json.dumps(claims, indent=1, ensure_ascii=False) + "\n").encode())
-    print(f"[claim{'' if kind == 'preregistered' else ', ' + kind}] {id}: {verdict} — ours {rec['ours']} vs paper {rec['paper']}")
+    tag = "" if rec["kind"] == "preregistered" else ", " + rec["kind"]
+    print(f"[claim{tag}] {id}: {rec['verdict']} — ours {rec['ours']} vs paper {rec['paper']}"
+          + (f" (precondition not met: {rec['precondition_failed']})" if "precondition_failed" in rec else ""))
     return rec
+
+def _collect_unregistered(series, artefact, id, statement, paper, criterion, kind) -> dict:
+    "Migration only (`NEURIPS25_CLAIMS_COLLECT=<folder>`): note an unregistered claim's fields for claims.yaml."
+    rec = dict(series=series, artefact=artefact, id=id, statement=statement, paper=_plain(paper), criterion=criterion,
+               kind=kind or "preregistered", profile=current_profile())
+    folder = Path(os.environ["NEURIPS25_CLAIMS_COLLECT"]); folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / f"{series}.jsonl", "a") as f: f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+    warnings.warn(f"claim {id!r} of {series}/{artefact} is not registered: collected for claims.yaml (migration mode)")
+    return {**rec, "entry": id}
 
 # %% ../nbs/00_core.ipynb #10da798c
 def _canonical(obj) -> Any:

@@ -10,7 +10,8 @@ from .registry import PROFILES, load_registry, run_dir, read_manifest
 from .store import failed_dir, now
 
 # %% auto #0
-__all__ = ['cell', 'read_claims', 'collect', 'best_records', 'claim_counts', 'render_report', 'write_report', 'status_rows']
+__all__ = ['cell', 'read_claims', 'collect', 'best_records', 'claim_counts', 'checks_text', 'render_report', 'write_report',
+           'status_rows']
 
 # %% ../../nbs/01d_report.ipynb #45d5e825
 def cell(v) -> str:
@@ -40,8 +41,10 @@ def _record(s, a, slot: str, d: Path) -> dict | None:
             "overrides": (good or bad).get("overrides") or {}}
 
 
-def collect(root: Path | None = None, outputs: Path | None = None, errors: dict | None = None) -> list[dict]:
-    "One record per (artefact, slot) that has a result or a failure on disk."
+def collect(root: Path | None = None, outputs: Path | None = None, errors: dict | None = None,
+            audit: bool = True) -> list[dict]:
+    "One record per (artefact, slot) with a result or a failure on disk; `audit`: stamps, relabels, staleness."
+    from neurips25.runner.claims import annotate, run_is_stale
     outputs = Path(outputs or core.OUTPUTS_PATH).resolve()
     recs = []
     for s in load_registry(root, errors=errors if errors is not None else {}):
@@ -56,6 +59,10 @@ def collect(root: Path | None = None, outputs: Path | None = None, errors: dict 
                     r = _record(s, a, slot, d.parent / slot)
                     if r:
                         recs.append(r)
+    if audit:
+        annotate(recs, root, outputs)
+        for r in recs:
+            r["stale"] = run_is_stale(r)
     return recs
 
 
@@ -73,7 +80,7 @@ def best_records(recs: list[dict]) -> dict:
 
 
 def claim_counts(records) -> dict:
-    "{'preregistered': {verdict: n}, 'exploratory': {verdict: n}} over the records' claims."
+    "{kind: {verdict: n}} over the records' claims, for each of core.CLAIM_KINDS."
     out = {k: {v: 0 for v in core.VERDICTS} for k in core.CLAIM_KINDS}
     for r in records:
         for c in r["claims"]:
@@ -85,11 +92,18 @@ def claim_counts(records) -> dict:
 def _counts_text(d: dict) -> str:
     return ", ".join(f"{n} {v}" for v, n in d.items() if n)
 
+
+def checks_text(d: dict) -> str:
+    "Checks read as pass (verdict reproduced) / fail (partly, not reproduced) / not comparable."
+    ok, bad, nc = d["reproduced"], d["partly"] + d["not reproduced"], d["not comparable"]
+    return f"{ok} pass, {bad} fail" + (f", {nc} not comparable" if nc else "")
+
 # %% ../../nbs/01d_report.ipynb #4ab5bb50
 def _status(r: dict) -> str:
     f = r["failed"]
+    stale = " (**stale**: the code changed since this run)" if r.get("stale") else ""
     if not f:
-        return "ok"
+        return "ok" + stale
     e = f.get("error") or {}
     where = f"cell {e.get('cell_index')}" if e.get("cell_index") is not None else "runner"
     kept = "; last good result kept" if r["good"] else ""
@@ -98,9 +112,19 @@ def _status(r: dict) -> str:
 
 def _files(r: dict, outputs: Path) -> str:
     files = [x["path"] for x in (r["good"] or {}).get("files", [])
-             if x["path"].endswith((".png", ".md")) and x["path"] != "README.md"]
+             if x["path"].endswith((".png", ".md")) and x["path"] != "README.md" and (r["dir"] / x["path"]).is_file()]
     links = [f"[{Path(x).name}]({os.path.relpath(r['dir'] / x, outputs).replace(os.sep, '/')})" for x in files]
     return ", ".join(links) or "—"
+
+
+def _verdict_cell(c: dict) -> str:
+    v = cell(c.get("verdict"))
+    v = f"**{v}**" if c["kind"] == "preregistered" else (f"*{v}*" if c["kind"] == "exploratory" else f"check: {v}")
+    if c.get("precondition_failed"):
+        v += f" (precondition not met: {cell(c['precondition_failed'])})"
+    if c.get("relabelled"):
+        v += f" ({cell(c['relabelled'])})"
+    return v
 
 
 def _claim_rows(r: dict) -> list[str]:
@@ -111,16 +135,20 @@ def _claim_rows(r: dict) -> list[str]:
         seeds = c.get("seeds")
         more = ", …" if seeds and len(seeds) > 5 else ""
         seeds = f"{len(seeds)} ({', '.join(map(str, seeds[:5]))}{more})" if seeds else "—"
-        verdict = c.get("verdict") if c["kind"] == "preregistered" else f"*{c.get('verdict')}*"
-        rows.append("| " + " | ".join([cell(r["art"].name), cell(r["slot"]), cell(c["kind"]),
-    f"**{cell(c.get('id'))}**: {cell(c.get('statement'))}", cell(c.get("paper")),
-    cell(c.get("ours")), cell(interval), cell(seeds), cell(c.get("criterion")),
-    cell(verdict)]) + " |")
+        crit = cell(c.get("criterion"))
+        if (c.get("as_run") or {}).get("criterion"):
+            crit += f" — *as run:* {cell(c['as_run']['criterion'])}"
+        stamp = c.get("registered_in")
+        reg = ("uncommitted" if stamp == "uncommitted" else f"`{stamp[:8]}`") if stamp else \
+              ("**unregistered**" if c.get("unregistered") else "—")
+        rows.append("| " + " | ".join([_verdict_cell(c), cell(r["art"].name), cell(c["kind"]),
+                                       f"**{cell(c.get('id'))}**: {cell(c.get('statement'))}", cell(c.get("paper")),
+                                       cell(c.get("ours")), cell(interval), cell(seeds), crit, reg]) + " |")
     return rows
 
 
 def render_report(root: Path | None = None, outputs: Path | None = None) -> str:
-    "The Markdown of REPORT.md."
+    "The Markdown of REPORT.md (a function of the results on disk and the registries' git history only)."
     outputs = Path(outputs or core.OUTPUTS_PATH).resolve()
     errors = {}
     reg = load_registry(root, errors=errors)
@@ -128,24 +156,34 @@ def render_report(root: Path | None = None, outputs: Path | None = None) -> str:
     best = best_records(recs)
     V = list(core.VERDICTS)
     L = ["# Reproduction report", "",
-         f"Generated {now()} by `neurips25 report` from the run manifests under `outputs/`. Each artefact is counted "
-         "once, at its best profile. Verdict columns count **pre-registered** claims (criterion fixed before the run);"
-         " *exploratory* claims (criterion chosen after seeing results) are counted apart and never change them.", "",
-         "## Summary", "", "| paper | series | runs ok | failed | not run | " + " | ".join(V) + " | exploratory |",
-         "|---|---|---|---|---|" + "---|" * (len(V) + 1)]
-    tot = {"ok": 0, "failed": 0, "not run": 0, **{v: 0 for v in V}, "exploratory": 0}
+         "Generated by `neurips25 report` from the run manifests and claims under `outputs/` (the committed reference "
+         "results are the `medium` ones). Each artefact is counted once, at its best profile. The verdict columns "
+         "count **pre-registered** claims (registered in `nbs/<series>/claims.yaml` before the result that judges "
+         "them); *exploratory* claims (criterion chosen or changed after a result) and **checks** (identities, bounds "
+         "that hold by construction, throughputs: implementation checks, never reproductions) are counted apart. A "
+         "claim whose precondition is not met is *not comparable*. A **stale** result no longer matches the code "
+         "(`neurips25 reproduce` refreshes it).", "",
+         "## Summary", "",
+         "| paper | series | runs ok | failed | stale | not run | " + " | ".join(V) + " | exploratory | checks |",
+         "|---|---|---|---|---|---|" + "---|" * (len(V) + 2)]
+    keys = ["ok", "failed", "stale", "not run", *V, "exploratory"]
+    tot = {k: 0 for k in keys}
+    tot_checks = {v: 0 for v in V}
     for s in reg:
         bs = [best[a.id] for a in s.artefacts if a.id in best]
         row = {"ok": sum(1 for r in bs if r["good"] and not r["failed"]), "failed": sum(1 for r in bs if r["failed"]),
-               "not run": len(s.artefacts) - len(bs)}
+               "stale": sum(1 for r in bs if r.get("stale")), "not run": len(s.artefacts) - len(bs)}
         cc = claim_counts(bs)
         row.update(cc["preregistered"])
         row["exploratory"] = sum(cc["exploratory"].values())
-        for k in tot:
+        for k in keys:
             tot[k] += row[k]
+        for v in V:
+            tot_checks[v] += cc["check"][v]
         title = f"{cell(s.paper.get('id', ''))} {cell(s.paper.get('title', s.folder))}"
-        L.append(f"| {title} | [{s.folder}](#{s.folder}) | " + " | ".join(str(row[k]) for k in tot) + " |")
-    L += ["| **total** | | " + " | ".join(str(tot[k]) for k in tot) + " |", ""]
+        L.append(f"| {title} | [{s.folder}](#{s.folder}) | " + " | ".join(str(row[k]) for k in keys) +
+                 f" | {checks_text(cc['check'])} |")
+    L += ["| **total** | | " + " | ".join(str(tot[k]) for k in keys) + f" | {checks_text(tot_checks)} |", ""]
     if errors:
         L += ["## Registry errors", "", "These series were skipped: their `runs.yaml` is invalid.", ""]
         L += [f"- `{f}`: {cell(e)}" for f, e in errors.items()] + [""]
@@ -154,25 +192,27 @@ def render_report(root: Path | None = None, outputs: Path | None = None) -> str:
         p = s.paper
         L += [f"## <a id=\"{s.folder}\"></a>{cell(p.get('id', ''))} — {cell(p.get('title', s.folder))}", ""]
         meta = [cell(p.get("authors")) if p.get("authors") else None, f"[paper]({p['url']})" if p.get("url") else None,
-                f"series `nbs/{s.folder}/`", f"module `neurips25.{s.module}`" if s.module else None]
+                f"series `nbs/{s.folder}/`", f"module `neurips25.{s.module}`" if s.module else None,
+                f"claims `nbs/{s.folder}/claims.yaml`"]
         L += [" · ".join(x for x in meta if x), "",
-              "| artefact | paper ref | profile | counted | status | time | finished | files |",
-              "|---|---|---|---|---|---|---|---|"]
+              "| artefact | paper ref | profile | counted | status | time | files |",
+              "|---|---|---|---|---|---|---|"]
         ran = set()
         for r in [r for r in rs if not r["overrides"]]:
             a, m = r["art"], r["failed"] or r["good"]
             ran.add(a.name)
             counted = "✓" if best.get(a.id) is r else ""
             L.append(f"| {cell(a.name)} | {cell(a.paper_ref)} | {r['profile']} | {counted} | {cell(_status(r))} | "
-                     f"{m.get('duration_s', 0):.0f} s | {cell(m.get('finished', '')[:16].replace('T', ' '))} | "
-                     f"{_files(r, outputs)} |")
+                     f"{m.get('duration_s', 0):.0f} s | {_files(r, outputs)} |")
         for a in s.artefacts:
             if a.name not in ran:
-                L.append(f"| {cell(a.name)} | {cell(a.paper_ref)} | — | | not run | — | — | — |")
+                L.append(f"| {cell(a.name)} | {cell(a.paper_ref)} | — | | not run | — | — |")
         counted = [best[a.id] for a in s.artefacts if a.id in best and best[a.id]["claims"]]
         if counted:
-            L += ["", "Claims at the best profile of each artefact (*italic* verdict: exploratory, not counted above):",
-                  "", "| artefact | profile | kind | claim | paper | ours | interval | seeds | criterion | verdict |",
+            L += ["", "Claims at the best profile of each artefact (**bold** verdict: pre-registered, counted above; "
+                  "*italic*: exploratory; `check:` an implementation check; `registered` is the commit that last "
+                  "changed the claim's entry in claims.yaml):",
+                  "", "| verdict | artefact | kind | claim | paper | ours | interval | seeds | criterion | registered |",
                   "|---|---|---|---|---|---|---|---|---|---|"]
             for r in counted:
                 L += _claim_rows(r)
@@ -198,19 +238,21 @@ def write_report(root: Path | None = None, outputs: Path | None = None) -> Path:
 
 
 def status_rows(root: Path | None = None, outputs: Path | None = None) -> dict:
-    "Per series folder: a short status line (best profile of each artefact; claims by kind)."
+    "Per series folder with results: a short status line (best profile of each artefact; claims by kind)."
     best, out = best_records(collect(root, outputs)), {}
     for s in load_registry(root, errors={}):
         good = [best[a.id] for a in s.artefacts if a.id in best and best[a.id]["good"]]
         if not good:
-            out[s.folder] = "not run yet"
-            continue
+            continue                              # no result on disk: the README keeps what it says
         cc = claim_counts(good)
         profs = "/".join(sorted({r["profile"] for r in good}, key=PROFILES.index))
         pre = _counts_text(cc["preregistered"]) or "none"
         text = f"{len(good)}/{len(s.artefacts)} artefacts ({profs}); claims: {pre}"
         if any(cc["exploratory"].values()):
             text += f"; exploratory: {_counts_text(cc['exploratory'])}"
+        if any(cc["check"].values()):
+            text += f"; checks: {checks_text(cc['check'])}"
+        stale = sum(1 for r in good if r.get("stale"))
         failed = sum(1 for r in good if r["failed"])
-        out[s.folder] = text + (f"; {failed} latest run(s) failed" if failed else "")
+        out[s.folder] = text + (f"; {stale} stale" if stale else "") + (f"; {failed} latest run(s) failed" if failed else "")
     return out
