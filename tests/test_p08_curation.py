@@ -9,6 +9,18 @@ from sklearn.metrics import adjusted_rand_score
 from neurips25.curation.criteria import (balanced_kmeans, diversity_select, preprocess, purity, rac_complete,
                                          random_balanced_labels, random_select, variance_reduction,
                                          within_cluster_variance)
+from neurips25.testing import assert_close_or_below, gamma
+
+# scipy's pdist and the library's ((Z[i] - Z[j]) ** 2).sum(1) add the same d squares in different orders: each sum of
+# d non-negative terms is within gamma_d relative of the exact one, so they differ by at most 2 gamma_d (5e-15 at
+# d = 12). PDIST_RTOL sits 200x above that, far below any real excess of a diameter over eps.
+PDIST_RTOL = 1e-12
+
+
+def _own_sqdist_pairs(Z, idx):
+    "Squared distances of all pairs i < j of rows idx, by the selector's own formula (epsilon_graph's exact differences)."
+    i, j = np.triu_indices(len(idx), 1)
+    return ((Z[idx[i]] - Z[idx[j]]) ** 2).sum(1)
 
 
 @pytest.fixture(scope="module")
@@ -80,12 +92,14 @@ def test_rac_equals_scipy_complete_linkage_and_diameters_bounded(Z):
     res = rac_complete(Zs, eps_max=1.2)
     D2 = squareform(pdist(Zs, "sqeuclidean"))
     L = linkage(pdist(Zs, "sqeuclidean"), method="complete")
+    assert 2 * gamma(Zs.shape[1]) * 100 <= PDIST_RTOL
     prev = len(Zs) + 1
     for eps in (0.1, 0.4, 0.8, 1.2):
         lab = res.labels(eps)
         for c in np.unique(lab):
             m = lab == c
-            assert D2[np.ix_(m, m)].max() <= eps
+            assert (_own_sqdist_pairs(Zs, np.flatnonzero(m)) <= eps).all()      # exact: RAC's own arithmetic
+            assert_close_or_below(D2[np.ix_(m, m)].max(), eps, rtol=PDIST_RTOL, msg=f"pdist diameter at eps={eps}")
         assert adjusted_rand_score(lab, fcluster(L, t=eps, criterion="distance")) == 1.0
         assert res.n_clusters(eps) <= prev; prev = res.n_clusters(eps)
 
@@ -95,10 +109,17 @@ def test_selector_exact_budget_deterministic_and_errors(Z):
     b = diversity_select(Z, 120, seed=7)
     assert len(a.indices) == 120 and np.array_equal(a.indices, b.indices)
     assert len(np.unique(a.labels[a.indices])) == 120                       # one per cluster
+    # a.eps is a merge height, i.e. the diameter of some cluster by the selector's own formula: in that arithmetic every
+    # pair of a cluster is an edge with d <= eps (exact check); pdist rounds differently (issue 27: 1 ulp above eps)
     D2 = squareform(pdist(Z, "sqeuclidean"))
+    own_diam = 0.0
     for c in np.unique(a.labels):
         m = a.labels == c
-        assert D2[np.ix_(m, m)].max() <= a.eps
+        own = _own_sqdist_pairs(Z, np.flatnonzero(m))
+        assert (own <= a.eps).all()
+        own_diam = max(own_diam, own.max(initial=0.0))
+        assert_close_or_below(D2[np.ix_(m, m)].max(), a.eps, rtol=PDIST_RTOL, msg=f"pdist diameter of cluster {c}")
+    assert own_diam == a.eps                                                # eps is attained: the largest feasible one
     assert len(random_select(600, 120, 3).indices) == 120
     with pytest.raises(ValueError, match="larger than the pool"):
         diversity_select(Z, 601)
