@@ -61,8 +61,19 @@ RUNS = textwrap.dedent("""\
     """)
 
 
+CLAIM = "{statement: n is positive, paper: qualitative, criterion: n > 0, kind: preregistered}"
+CLAIMS = textwrap.dedent(f"""\
+    series: p98_fix
+    artefacts:
+      fig_a:
+        n_positive: {CLAIM}
+      tab_b:
+        n_positive: {CLAIM}
+    """)
+
+
 def make_repo(root: Path) -> Path:
-    "A repository with one series (two artefacts) in `root`."
+    "A repository with one series (two artefacts, their claims registered) in `root`."
     root.mkdir(parents=True, exist_ok=True)
     (root / "settings.ini").write_text("[DEFAULT]\nlib_name = neurips25\n")
     d = root / "nbs" / "p98_fix"
@@ -70,6 +81,7 @@ def make_repo(root: Path) -> Path:
     write_notebook(d / "10_fig_a.ipynb", "fig_a")
     write_notebook(d / "11_tab_b.ipynb", "tab_b")
     (d / "runs.yaml").write_text(RUNS)
+    (d / "claims.yaml").write_text(CLAIMS)
     return root
 
 

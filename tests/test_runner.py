@@ -13,9 +13,9 @@ import pandas as pd
 import pytest
 
 from conftest import RUNS, cli, out_dir, popen_cli, run_cli, write_notebook
-from neurips25.runner.executors import kernel_threads, plan, run_jobs
+from neurips25.runner.executors import execute, kernel_threads, plan, run_jobs
 from neurips25.runner.report import render_report, status_rows
-from neurips25.runner.store import failed_dir
+from neurips25.runner.store import SlotLock, failed_dir
 
 
 def manifest(d: Path) -> dict:
@@ -109,8 +109,8 @@ def test_selectors_and_gpu_flag(fixture_repo):
     assert rc == 2 and "unknown series 'p99'" in err
     import torch
     if not torch.cuda.is_available():
-        rc, _, err = cli(fixture_repo, "reproduce", "p98_fix/tab_b", "--profile", "full", "--dry-run")
-        assert rc == 2 and "needs a GPU" in err
+        rc, out, err = cli(fixture_repo, "reproduce", "p98_fix/tab_b", "--profile", "full", "--dry-run")
+        assert rc == 0 and "[needs CUDA]" in out and "needs a GPU" in out, out + err
         rc, _, _ = cli(fixture_repo, "reproduce", "p98_fix/tab_b", "--profile", "full", "--dry-run", "--device", "cpu")
         assert rc == 0
         rc, _, err = cli(fixture_repo, "reproduce", "p98", "--device", "cuda", "--dry-run")
@@ -121,6 +121,80 @@ def test_list(fixture_repo):
     rc, out, _ = cli(fixture_repo, "list")
     assert rc == 0 and "p98_fix" in out and "fig_a" in out and "gpu=yes" in out
     assert "parameters: n, scale, label, fail, sleep" in out
+
+
+def test_full_dry_run_without_cuda_prints_the_whole_plan_and_a_real_run_refuses(fixture_repo):
+    # issue 28, 3.1: the plan of every artefact, the gpu ones marked with what they need here; exit 0
+    import torch
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA: nothing needs marking")
+    rc, out, err = cli(fixture_repo, "reproduce", "--profile", "full", "--dry-run")
+    assert rc == 0, out + err
+    (a,) = [x for x in out.splitlines() if x.startswith("  RUN  p98_fix/fig_a")]
+    (b,) = [x for x in out.splitlines() if x.startswith("  RUN  p98_fix/tab_b")]
+    assert "[full, cpu]" in a and "needs" not in a, a
+    assert "[full, cuda]" in b and b.endswith("(no earlier result)  [needs CUDA]"), b
+    assert "note: the full profile of a gpu artefact needs a GPU and none is available here" in out
+    rc, out, err = cli(fixture_repo, "reproduce", "--profile", "full")        # a real run refuses, runs nothing
+    assert rc == 2 and "1 run(s) cannot start here, so nothing was run" in err, out + err
+    assert "p98_fix/tab_b [full]: needs CUDA" in err and "pass --device cpu to run it on the CPU anyway" in err
+    assert not (fixture_repo / "outputs").exists()
+
+
+def test_list_takes_the_same_targets_as_reproduce(fixture_repo):
+    # issue 28, 3.2
+    for target in ("p98", "p98_fix", "fix"):
+        rc, out, err = cli(fixture_repo, "list", target)
+        assert rc == 0 and "fig_a" in out and "tab_b" in out, (target, out + err)
+    rc, out, _ = cli(fixture_repo, "list", "p98/tab_b")
+    assert rc == 0 and "p98_fix" in out and "tab_b" in out and "fig_a" not in out
+    rc, _, err = cli(fixture_repo, "list", "p99")
+    assert rc == 2 and "unknown series 'p99'" in err
+
+
+@pytest.mark.parametrize("opt,value,want", [("--timeout", "-1", "positive"), ("--timeout", "0", "positive"),
+                                            ("--timeout", "nan", "positive"), ("--timeout", "inf", "positive"),
+                                            ("--wait-workers", "-1", "non-negative"),
+                                            ("--wait-workers", "nan", "non-negative")])
+def test_durations_must_be_finite_and_positive(fixture_repo, opt, value, want):
+    # issue 28, 3.2: `--timeout -1` used to be passed on to papermill
+    rc, out, err = cli(fixture_repo, "reproduce", "p98", "--dry-run", opt, value)
+    assert rc == 2 and f"argument {opt}: expected a {want} number of seconds, got '{value}'" in err, err
+    rc, out, err = cli(fixture_repo, "reproduce", "p98", "--dry-run", "--wait-workers", "0", "--timeout", "2.5")
+    assert rc == 0, err
+
+
+def test_a_root_without_series_says_so(tmp_path):
+    # issue 28, 3.2: not "unknown series 'p05'; known: " with an empty list, nor an empty listing
+    (tmp_path / "nbs").mkdir()
+    for args in (("list",), ("list", "p05"), ("reproduce", "--dry-run"), ("reproduce", "p05", "--dry-run")):
+        rc, out, err = cli(tmp_path, *args)
+        assert rc == 2 and f"no series found under {tmp_path.resolve()} (expected nbs/<series>/runs.yaml)" in err, \
+            (args, out + err)
+        assert "known:" not in err
+
+
+def test_warns_once_when_run_inside_another_checkout(fixture_repo, monkeypatch):
+    # issue 28, 3.2: a second clone's cwd silently used the installed checkout's notebooks and outputs
+    import contextlib
+    import io
+    from neurips25 import core
+    from neurips25.runner import main
+    monkeypatch.chdir(fixture_repo / "nbs" / "p98_fix")          # make_repo writes settings.ini: a checkout
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = main(["list", "p00"])                               # no --root: the installed checkout's p00
+    err = err.getvalue()
+    assert rc == 0 and err.count("neurips25: warning:") == 1, err
+    here, ours = fixture_repo.resolve(), core.REPO_ROOT.resolve()
+    assert f"inside the checkout {here}" in err and f"runs the checkout {ours}" in err and f"--root {here}" in err
+    rc, _, err = cli(fixture_repo, "list")                       # --root chooses: no warning
+    assert rc == 0 and "warning" not in err
+    monkeypatch.chdir(core.REPO_ROOT)
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = main(["list", "p00"])
+    assert rc == 0 and "warning" not in err.getvalue()          # inside the checkout it runs: nothing to say
 
 
 # --- results on disk ------------------------------------------------------------------------------------------------
@@ -261,6 +335,27 @@ def test_relative_paths_and_a_run_without_outputs(fixture_repo):
     assert not list((fixture_repo / "nbs").rglob("relout")) and not list((fixture_repo / "nbs").rglob("outputs"))
     assert sorted(p.name for p in (rel / "fig_a").iterdir()) == [".lock-small", "small"]      # swept
     assert (fixture_repo / "relout" / "REPORT.md").is_file()
+
+
+def test_stale_leftovers_are_swept_by_a_run_that_skips_the_slot(ran_small):
+    # issue 28, 3.4: a killed run's .tmp-/.old- folders used to stay until the artefact ran again
+    base = ran_small / "outputs" / "p98_fix" / "fig_a"
+    (base / ".tmp-small-dead1").mkdir()
+    (base / ".tmp-small-dead1" / "params.csv").write_text("half written")
+    (base / ".old-small-4242").mkdir()
+    (base / ".tmp-medium-dead2").mkdir()                      # another slot's: swept under that slot's lock
+    with SlotLock(base / "small"):                             # another runner holds it: its folders may be live
+        rc, out, err = cli(ran_small, "reproduce", "p98/fig_a", "--profile", "small", "--device", "cpu")
+    assert rc == 0 and "0 ok, 0 failed, 1 skipped" in out, out + err
+    assert (base / ".tmp-small-dead1").is_dir() and (base / ".old-small-4242").is_dir()
+    rc, out, err = cli(ran_small, "reproduce", "p98/fig_a", "--profile", "small", "--device", "cpu")
+    assert rc == 0 and "0 ok, 0 failed, 1 skipped" in out, out + err
+    assert sorted(p.name for p in base.iterdir()) == [".lock-small", ".tmp-medium-dead2", "small"]
+    # a runner that finds, under the lock, that another made its result meanwhile sweeps before it returns
+    (job,) = plan(["p98/fig_a"], "small", None, "cpu", root=ran_small, outputs=ran_small / "outputs")
+    (base / ".tmp-small-dead3").mkdir()
+    m = execute(job, ran_small / "outputs", ran_small)
+    assert m["status"] == "skipped" and not (base / ".tmp-small-dead3").exists()
 
 
 def test_unwritable_outputs_is_one_clear_message(fixture_repo):

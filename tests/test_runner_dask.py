@@ -1,11 +1,12 @@
 """The Dask executor end to end: a LocalCluster of 2 process workers gives the same manifests and claims as the local
 executor; a failing notebook and a dying worker are reported failed; runs already present are never sent."""
 import json
+import time
 from pathlib import Path
 
 import pytest
 
-from conftest import RUNS, cli, make_repo, run_cli, write_notebook
+from conftest import RUNS, cli, make_repo, popen_cli, run_cli, write_notebook
 
 pytest.importorskip("dask.distributed")
 
@@ -82,3 +83,39 @@ def test_gpu_runs_need_a_worker_declaring_a_gpu(repo):
 def test_scheduler_needs_dask_executor(repo):
     rc, _, err = cli(repo, "reproduce", "p98", "--scheduler", "tcp://127.0.0.1:9", "--dry-run")
     assert rc == 2 and "--scheduler needs --executor dask" in err
+
+
+@pytest.fixture
+def empty_cluster():
+    "A scheduler without workers (a batch system's jobs still in the queue); workers declare GPU=1 when they come."
+    from dask.distributed import LocalCluster
+    cluster = LocalCluster(n_workers=0, threads_per_worker=1, processes=True, resources={"GPU": 1},
+                           dashboard_address=None, silence_logs=50)
+    yield cluster
+    cluster.close()
+
+
+def test_no_worker_joining_within_wait_workers_is_one_clear_error(repo, empty_cluster):
+    # issue 28, 3.5
+    addr, t0 = empty_cluster.scheduler_address, time.time()
+    rc, out, err = cli(repo, "--outputs", str(repo / "out_wait"), "reproduce", "p98/fig_a", "--profile", "small",
+                       "--device", "cpu", "--executor", "dask", "--scheduler", addr, "--wait-workers", "1")
+    assert rc == 2 and f"no worker joined the Dask scheduler {addr} within 1 s (--wait-workers)" in err, out + err
+    assert time.time() - t0 < 30 and not list((repo / "out_wait").rglob("manifest.json"))
+
+
+def test_a_gpu_worker_that_joins_late_is_waited_for(repo, empty_cluster):
+    # issue 28, 3.5: the GPU check used to run as soon as the client connected, before any worker had joined
+    import torch
+    p = popen_cli(repo, "--outputs", str(repo / "out_late"), "reproduce", "p98/fig_a", "--profile", "small",
+                  "--device", "cuda", "--executor", "dask", "--scheduler", empty_cluster.scheduler_address,
+                  "--wait-workers", "120")
+    time.sleep(3)
+    assert p.poll() is None, p.communicate()                 # still waiting for a worker
+    empty_cluster.scale(1)
+    out, err = p.communicate(timeout=240)
+    assert "no worker of the cluster declares one" not in err and "no worker joined" not in err, out + err
+    if torch.cuda.is_available():
+        assert p.returncode == 0 and "1 ok, 0 failed" in out, out + err
+    else:        # the worker declares a GPU it does not have: the run reaches it and fails there, clearly
+        assert p.returncode == 1 and "DeviceUnavailable: " in out and "CUDA is not available" in out, out + err

@@ -2,31 +2,66 @@
 
 # %% ../../nbs/01e_cli.ipynb #b8e9a71a
 from __future__ import annotations
-import argparse, json, sys
+import argparse, configparser, json, math, sys
 from pathlib import Path
 
 from .. import core
-from .registry import PROFILES, RunnerError, load_registry, notebook_parameters, parse_sets
-from .executors import Terminated, install_signal_handlers, plan, run_jobs, summarize
+from .registry import PROFILES, RunnerError, load_registry, notebook_parameters, parse_sets, select
+from .executors import Terminated, install_signal_handlers, needs_hints, plan, run_jobs, summarize
 from .report import write_report, status_rows
 from ..docsync import update_status_block, sync_index
 
 # %% auto #0
-__all__ = ['cmd_list', 'cmd_reproduce', 'cmd_report', 'build_parser', 'main']
+__all__ = ['TARGETS_HELP', 'COMMANDS', 'seconds', 'positive_int', 'cmd_list', 'cmd_reproduce', 'cmd_report', 'build_parser',
+           'checkout_of', 'other_checkout_warning', 'main']
 
 # %% ../../nbs/01e_cli.ipynb #553d4e95
+TARGETS_HELP = "series (p05, p05_sgequidiff, sgequidiff) or artefacts (p05/fig_samples); default all"
+
+
 def _warn_broken(cmd: str, broken: dict):
     for folder, e in broken.items():
         print(f"neurips25 {cmd}: skipped series {folder}: {e}", file=sys.stderr)
 
 
+def seconds(allow_zero: bool = False):
+    "An argparse type: a finite number of seconds, positive (or, with `allow_zero`, non-negative)."
+    want = "a non-negative" if allow_zero else "a positive"
+    def parse(text: str) -> float:
+        try:
+            v = float(text)
+        except ValueError:
+            v = math.nan
+        if not math.isfinite(v) or v < 0 or (v == 0 and not allow_zero):
+            raise argparse.ArgumentTypeError(f"expected {want} number of seconds, got {text!r}")
+        return v
+    parse.__name__ = "seconds"                 # argparse names the type in its messages
+    return parse
+
+
+def positive_int(text: str) -> int:
+    "An argparse type: an integer of at least 1."
+    try:
+        v = int(text)
+    except ValueError:
+        v = 0
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer of at least 1, got {text!r}")
+    return v
+
+
 def cmd_list(args) -> int:
     broken = {}
-    for s in load_registry(args.root, errors=broken):
+    reg = load_registry(args.root, errors=broken, require=True)
+    chosen = {a.id for a in select(reg, args.targets, broken)} if args.targets else None
+    for s in reg:
+        arts = [a for a in s.artefacts if chosen is None or a.id in chosen]
+        if not arts:
+            continue
         p = s.paper
         print(f"{s.number or s.folder:5s} {s.folder:24s} neurips25.{s.module or '-':20s} {p.get('id', '')} "
               f"{p.get('title', '')}")
-        for a in s.artefacts:
+        for a in arts:
             try:
                 declared = list(notebook_parameters(a.notebook))
             except RunnerError as e:
@@ -36,29 +71,33 @@ def cmd_list(args) -> int:
             print(f"        parameters: {', '.join(declared)}")
             for prof in PROFILES:
                 print(f"        {prof:6s} {json.dumps(a.profiles[prof])}")
-    _warn_broken("list", broken)
-    return 2 if broken else 0
+    if not args.targets:
+        _warn_broken("list", broken)
+    return 2 if broken and not args.targets else 0
 
 
 def cmd_reproduce(args) -> int:
+    if args.scheduler and args.executor != "dask":
+        raise RunnerError("--scheduler needs --executor dask")
     broken = {}
     jobs = plan(args.targets, args.profile, parse_sets(args.set), args.device, args.force, args.root, args.outputs,
                 args.executor, broken)
     if not args.targets:
         _warn_broken("reproduce", broken)
     for j in jobs:
-        sets = f" --set {json.dumps(j.overrides)} -> {j.slot}/" if j.overrides else ""
-        print(f"  {'RUN ' if j.action == 'run' else 'skip'} {j.art.id} [{j.profile}, {j.device}] "
-              f"{json.dumps(j.params)}{sets}  ({j.reason})")
+        print(j.line())
+    status = 2 if broken and not args.targets else 0
     if args.dry_run:
-        return 2 if broken and not args.targets else 0
+        for h in needs_hints(jobs):
+            print(f"  note: {h}")
+        return status
     results = run_jobs(jobs, args.jobs, args.outputs, args.root, args.timeout, executor=args.executor,
-                       scheduler=args.scheduler)
+                       scheduler=args.scheduler, wait_workers=args.wait_workers)   # refuses a run marked [needs ...]
     print(summarize(jobs, results))
     print(f"report: {write_report(args.root, args.outputs)}")
     if any(m["status"] not in ("ok", "skipped") for m in results):
         return 1
-    return 2 if broken and not args.targets else 0
+    return status
 
 
 def cmd_report(args) -> int:
@@ -70,37 +109,93 @@ def cmd_report(args) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="neurips25", description="Run and report the neurips25 reproductions.")
-    ap.add_argument("--root", type=Path, default=None, help="repository root (default: the checkout of this package)")
-    ap.add_argument("--outputs", type=Path, default=None, help="outputs folder (default: <root>/outputs)")
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("list", help="every series and artefact with its notebook, paper reference, profiles and gpu flag")
-    r = sub.add_parser("reproduce", help="run figure/table notebooks with papermill")
-    r.add_argument("targets", nargs="*",
-                   help="series (p05, p05_sgequidiff, sgequidiff) or artefacts (p05/fig_samples); default all")
+def _list_args(p: argparse.ArgumentParser):
+    p.add_argument("targets", nargs="*", help=TARGETS_HELP)
+
+
+def _reproduce_args(r: argparse.ArgumentParser):
+    r.add_argument("targets", nargs="*", help=TARGETS_HELP)
     r.add_argument("--profile", default="medium", choices=PROFILES)
     r.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="override a parameter of every selected notebook (parsed by its declared type; the run is "
                         "stored apart from the profile's)")
-    r.add_argument("--jobs", type=int, default=1, help="runs in parallel (local processes or LocalCluster workers)")
+    r.add_argument("--jobs", type=positive_int, default=1,
+                   help="runs in parallel (local processes or LocalCluster workers)")
     r.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     r.add_argument("--executor", default="local", choices=("local", "dask"),
                    help="local processes, or tasks on a Dask cluster")
     r.add_argument("--scheduler", default=None, metavar="ADDRESS",
                    help="with --executor dask: a running scheduler (tcp://host:8786); default a LocalCluster")
+    r.add_argument("--wait-workers", type=seconds(allow_zero=True), default=60.0, metavar="SECONDS",
+                   help="with --executor dask: how long to wait for workers (one with a GPU, if needed) to join "
+                        "before giving up (default 60; batch jobs may wait longer in the queue)")
     r.add_argument("--force", action="store_true", help="rerun even if unchanged since the last success")
-    r.add_argument("--dry-run", action="store_true", help="check and print the plan; run nothing")
-    r.add_argument("--timeout", type=float, default=None, help="per-cell timeout in seconds")
-    rep = sub.add_parser("report", help="rebuild outputs/REPORT.md")
-    rep.add_argument("--readme", type=Path, default=None, help="also update the status column of this README")
+    r.add_argument("--dry-run", action="store_true",
+                   help="check and print the plan, with what a run still needs here ([needs CUDA]); run nothing")
+    r.add_argument("--timeout", type=seconds(), default=None, metavar="SECONDS", help="per-cell timeout in seconds")
+
+
+def _report_args(p: argparse.ArgumentParser):
+    p.add_argument("--readme", type=Path, default=None, help="also update the status column of this README")
+
+
+COMMANDS = {   # name -> (help, adds its arguments, runs it); a new subcommand is one more entry
+    "list": ("every series and artefact (or those named) with its notebook, paper reference, profiles and gpu flag",
+             _list_args, cmd_list),
+    "reproduce": ("run figure/table notebooks with papermill", _reproduce_args, cmd_reproduce),
+    "report": ("rebuild outputs/REPORT.md", _report_args, cmd_report),
+}
+
+
+def build_parser(commands: dict | None = None) -> argparse.ArgumentParser:
+    "The `neurips25` parser: global options, then one subcommand per entry of `commands` (default COMMANDS)."
+    ap = argparse.ArgumentParser(prog="neurips25", description="Run and report the neurips25 reproductions.")
+    ap.add_argument("--root", type=Path, default=None, help="repository root (default: the checkout of this package)")
+    ap.add_argument("--outputs", type=Path, default=None, help="outputs folder (default: <root>/outputs)")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    for name, (help_, add_args, run) in (commands or COMMANDS).items():
+        p = sub.add_parser(name, help=help_)
+        add_args(p)
+        p.set_defaults(run=run)
     return ap
+
+
+def checkout_of(path: Path) -> Path | None:
+    "The neurips25 checkout `path` is in: the nearest folder above with nbs/ and settings.ini (lib_name = neurips25)."
+    for p in (path, *path.parents):
+        ini = p / "settings.ini"
+        if ini.is_file() and (p / "nbs").is_dir():
+            cfg = configparser.ConfigParser(interpolation=None)
+            try:
+                cfg.read(ini)
+            except (configparser.Error, UnicodeDecodeError):
+                return None
+            return p if cfg.get("DEFAULT", "lib_name", fallback="").strip() == "neurips25" else None
+    return None
+
+
+def other_checkout_warning(cwd: Path | None = None) -> str | None:
+    "A warning when the cwd is inside a neurips25 checkout other than the one this package runs (None otherwise)."
+    here = checkout_of(Path(cwd or Path.cwd()).resolve())
+    ours = Path(core.REPO_ROOT).resolve()
+    if here is None or here == ours:
+        return None
+    return (f"neurips25: warning: the current directory is inside the checkout {here}, but this neurips25 runs the "
+            f"checkout {ours} (its notebooks, outputs and library). Pass --root {here} to use this one "
+            f"(or install it: pip install -e {here}); pass --root {ours} to silence this warning.")
 
 
 def main(argv: list[str] | None = None) -> int:
     "Entry point of the `neurips25` command."
-    args = build_parser().parse_args(argv)
-    if args.root is not None:
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as e:                     # argparse printed the usage error (or --help): its status is ours
+        return e.code if isinstance(e.code, int) else 2
+    if args.root is None:
+        warning = other_checkout_warning()
+        if warning:
+            print(warning, file=sys.stderr)
+    else:
         args.root = args.root.resolve()
     if args.outputs is None and args.root is not None:
         args.outputs = args.root / "outputs"
@@ -108,17 +203,9 @@ def main(argv: list[str] | None = None) -> int:
         args.outputs = args.outputs.resolve()
     if getattr(args, "readme", None) is not None:
         args.readme = args.readme.resolve()
-    if args.cmd == "reproduce":
-        if args.jobs < 1:
-            print("neurips25: --jobs must be at least 1", file=sys.stderr)
-            return 2
-        if args.scheduler and args.executor != "dask":
-            print("neurips25: --scheduler needs --executor dask", file=sys.stderr)
-            return 2
     install_signal_handlers()
-    cmds = {"list": cmd_list, "reproduce": cmd_reproduce, "report": cmd_report}
     try:
-        return cmds[args.cmd](args)
+        return args.run(args)
     except RunnerError as e:
         print(f"neurips25 {args.cmd}: {e}", file=sys.stderr)
         return 2

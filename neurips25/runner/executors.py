@@ -2,7 +2,7 @@
 
 # %% ../../nbs/01c_executors.ipynb #f155056c
 from __future__ import annotations
-import contextlib, json, math, os, re, signal, shutil, sys, threading, time, traceback, uuid
+import ast, contextlib, inspect, json, math, os, re, signal, shutil, sys, threading, time, traceback, uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -14,13 +14,13 @@ from neurips25.runner.registry import (
     coerce_parameters, effective_parameters, library_modules, run_key, run_dir,
     slot_name, read_manifest)
 from .store import (
-    SlotLock, StoreError, LockBusy, sweep, new_temp, install, failed_dir, git_state,
+    SlotLock, StoreError, LockBusy, sweep, sweep_idle, new_temp, install, failed_dir, git_state,
                                     file_records, write_json, record_failure, now)
 
 # %% auto #0
-__all__ = ['Job', 'resolve_device', 'plan', 'usable_cpus', 'kernel_threads', 'Terminated', 'install_signal_handlers',
-           'base_manifest', 'failure_manifest', 'execute', 'guarded_execute', 'run_local', 'run_dask', 'run_jobs',
-           'summarize']
+__all__ = ['NEEDS_CUDA', 'NEEDS_HINTS', 'Job', 'needs_hints', 'blocked_message', 'resolve_device', 'plan', 'usable_cpus',
+           'kernel_threads', 'Terminated', 'install_signal_handlers', 'base_manifest', 'failure_manifest',
+           'run_environment', 'execute', 'guarded_execute', 'run_local', 'run_dask', 'run_jobs', 'summarize']
 
 # %% ../../nbs/01c_executors.ipynb #6b929c8e
 @dataclass
@@ -35,10 +35,42 @@ class Job:
     reason: str = ""
     overrides: dict = field(default_factory=dict)   # the --set values (text), if any
     effective: dict = field(default_factory=dict)   # every declared parameter with the value it runs with
+    needs: list = field(default_factory=list)       # why it cannot run here: "needs CUDA", "needs data: X (missing)"
 
     @property
     def slot(self) -> str:
         return slot_name(self.profile, self.overrides)
+
+    def line(self) -> str:
+        "The job's line in the printed plan; what it still needs goes in one bracket at the end."
+        sets = f" --set {json.dumps(self.overrides)} -> {self.slot}/" if self.overrides else ""
+        needs = f"  [{'; '.join(self.needs)}]" if self.needs else ""
+        return (f"  {'RUN ' if self.action == 'run' else 'skip'} {self.art.id} [{self.profile}, {self.device}] "
+                f"{json.dumps(self.params)}{sets}  ({self.reason}){needs}")
+
+
+NEEDS_CUDA = "needs CUDA"
+NEEDS_HINTS = {                  # the first words of a `needs` entry -> how to satisfy it (one line each)
+    NEEDS_CUDA: "the full profile of a gpu artefact needs a GPU and none is available here: run it on a machine with "
+                "CUDA (or a Dask cluster: --executor dask --device cuda), or pass --device cpu to run it on the CPU "
+                "anyway",
+}
+
+
+def needs_hints(jobs: list[Job]) -> list[str]:
+    "How to satisfy what the runs marked 'run' still need, each hint once."
+    return sorted({h for j in jobs if j.action == "run" for n in j.needs for k, h in NEEDS_HINTS.items()
+                   if n.startswith(k)})
+
+
+def blocked_message(jobs: list[Job]) -> str | None:
+    "Why the runs marked 'run' cannot all start here (None when they can): each blocked run, then the hints."
+    blocked = [j for j in jobs if j.action == "run" and j.needs]
+    if not blocked:
+        return None
+    lines = [f"{len(blocked)} run(s) cannot start here, so nothing was run:"]
+    lines += [f"  {j.art.id} [{j.slot}]: {'; '.join(j.needs)}" for j in blocked]
+    return "\n".join(lines + [f"  ({h})" for h in needs_hints(blocked)])
 
 
 def resolve_device(device: str, executor: str = "local") -> str:
@@ -62,12 +94,12 @@ def plan(selectors: list[str] | None = None,  # series/artefact names (empty: al
          executor: str = "local",             # local | dask
          broken: dict | None = None,          # filled with {series folder: error} of runs.yaml files that were skipped
         ) -> list[Job]:
-    "Check the selected runs and decide, for each, whether it must run."
+    "Check the selected runs and decide, for each, whether it must run and what it still needs to run here."
     if profile not in PROFILES:
         raise RunnerError(f"--profile must be one of {PROFILES}, got {profile!r}")
     dev = resolve_device(device, executor)
     errs = {}
-    reg = load_registry(root, errors=errs)
+    reg = load_registry(root, errors=errs, require=True)
     if broken is not None:
         broken.update(errs)
     arts = select(reg, selectors, errs)
@@ -83,13 +115,12 @@ def plan(selectors: list[str] | None = None,  # series/artefact names (empty: al
         except RunnerError as e:
             errors.append(str(e))
             continue
+        needs, run_dev = [], dev
         if profile == "full" and art.gpu and dev != "cuda" and device != "cpu":
-            errors.append(f"{art.id}: the full profile needs a GPU and none is available "
-                          "(pass --device cpu to run it on the CPU anyway)")
-            continue
-        key = run_key(art, params, profile, dev)
+            needs, run_dev = [NEEDS_CUDA], "cuda"      # planned where it belongs; a real run refuses (run_jobs)
+        key = run_key(art, params, profile, run_dev)
         m = read_manifest(run_dir(art, profile, outputs, overrides))
-        job = Job(art, profile, params, dev, key, "run", overrides=overrides,
+        job = Job(art, profile, params, run_dev, key, "run", overrides=overrides,
                   effective=effective_parameters(params, declared))
         if not force and m and m.get("status") == "ok" and m.get("run_key") == key:
             job.action, job.reason = "skip", "unchanged since its last success"
@@ -99,6 +130,8 @@ def plan(selectors: list[str] | None = None,  # series/artefact names (empty: al
             job.reason = "no earlier result"
         else:
             job.reason = "changed since the last success" if m.get("status") == "ok" else "earlier run failed"
+        if job.action == "run":
+            job.needs = needs                            # a result already present needs nothing
         jobs.append(job)
     if errors:
         raise RunnerError("\n".join(errors))
@@ -128,31 +161,58 @@ _PROBE = ("__import__('json').dumps({'torch': __import__('sys').modules['torch']
 _PROBED: dict = {}
 
 
+def _probe_result(reply: dict) -> dict | None:
+    "The thread pools a kernel reported in its reply to `_PROBE`; None when the expression failed or is unreadable."
+    expr = reply.get("content", {}).get("user_expressions", {}).get("t", {})
+    text = expr.get("data", {}).get("text/plain") if expr.get("status") == "ok" else None
+    if not isinstance(text, str):
+        return None                             # the expression raised in the kernel (its `status` is 'error')
+    try:
+        out = json.loads(ast.literal_eval(text))
+    except (ValueError, SyntaxError, TypeError):    # not the repr of a JSON string (a notebook shadowed a name)
+        return None
+    return out if isinstance(out, dict) else None
+
+
+_PROBE_WAIT = 60.0                 # seconds the kernel gets to answer the probe before it is interrupted
+
+
 def _register_engine():
-    "A papermill engine that, after the last cell, asks the live kernel which thread pools it used."
+    "A papermill engine: kernels start with the run's env and cwd, and report their thread pools after the last cell."
     import papermill.engines as pe
     from papermill.clientwrap import PapermillNotebookClient
+    from nbclient.exceptions import DeadKernelError
+    from nbclient.util import run_sync
 
     class _Client(PapermillNotebookClient):
         def papermill_execute_cells(self):
+            super().papermill_execute_cells()    # a dead or timed-out kernel raises here: then there is nothing to ask
+            probe = nbformat.v4.new_code_cell("# the runner's thread-pool probe")   # names the wait in a timeout
+            saved, self.timeout = self.timeout, _PROBE_WAIT
             try:
-                super().papermill_execute_cells()
+                msg_id = self.kc.execute("", silent=True, store_history=False, user_expressions={"t": _PROBE})
+                reply = self.wait_for_reply(msg_id, probe)
+            except DeadKernelError:              # died while answering: papermill's next request reports it
+                return
+            except TimeoutError:                 # hung while answering: interrupt it, so the kernel_info that
+                run_sync(self.km.interrupt_kernel)()     # papermill sends next is answered; the run itself is done
+                return
             finally:
-                with contextlib.suppress(Exception):
-                    msg_id = self.kc.execute("", silent=True, store_history=False, user_expressions={"t": _PROBE})
-                    reply = self.wait_for_reply(msg_id)
-                    text = reply["content"]["user_expressions"]["t"]["data"]["text/plain"]
-                    _PROBED[str(self.nb_man.output_path)] = json.loads(__import__("ast").literal_eval(text))
+                self.timeout = saved
+            if reply is not None:
+                _PROBED[str(self.nb_man.output_path)] = _probe_result(reply)
 
     class _Engine(pe.NBClientEngine):
         @classmethod
         def execute_managed_notebook(cls, nb_man, kernel_name, log_output=False, stdout_file=None, stderr_file=None,
-                                     start_timeout=60, execution_timeout=None, **kwargs):
+                                     start_timeout=60, execution_timeout=None, kernel_env=None, kernel_cwd=None,
+                                     **kwargs):
             kwargs = pe.remove_args(["input_path", "timeout", "startup_timeout"], **kwargs)
             kw = pe.merge_kwargs(kwargs, timeout=execution_timeout, startup_timeout=start_timeout,
                                  kernel_name=kernel_name, log=pe.logger, log_output=log_output,
                                  stdout_file=stdout_file, stderr_file=stderr_file)
-            return _Client(nb_man, **kw).execute()
+            start = {k: v for k, v in (("env", kernel_env), ("cwd", kernel_cwd)) if v is not None}
+            return _Client(nb_man, **kw).execute(**start)    # -> KernelManager.start_kernel(env=..., cwd=...)
 
     pe.papermill_engines.register("neurips25", _Engine)
 
@@ -161,8 +221,24 @@ class Terminated(KeyboardInterrupt):
     "SIGTERM, handled like Ctrl-C."
 
 
-_BUSY = threading.Event()          # set while this process executes a notebook
-_ENV_LOCK = threading.Lock()       # the kernel's context travels through os.environ: one run per process at a time
+class _Busy:
+    "How many notebooks this process is executing right now (a worker's SIGTERM handler asks whether any is)."
+    def __init__(self):
+        self.n, self._lock = 0, threading.Lock()
+
+    def __enter__(self):
+        with self._lock:
+            self.n += 1
+
+    def __exit__(self, *exc):
+        with self._lock:
+            self.n -= 1
+
+    def is_set(self) -> bool:
+        return self.n > 0
+
+
+_BUSY = _Busy()
 
 
 def _raise_terminated(signum, frame):
@@ -178,17 +254,19 @@ def install_signal_handlers():
 def _failing_cell(executed: Path) -> dict:
     "Index (in the source notebook, papermill's injected cell not counted) and first line of the failing cell."
     info = {"cell_index": None, "cell_source": None}
-    with contextlib.suppress(Exception):
+    try:
         nb = nbformat.read(executed, as_version=4)
-        src_idx = 0
-        for c in nb.cells:
-            tags = c.get("metadata", {}).get("tags", [])
-            injected = "injected-parameters" in tags or "papermill-error-cell-tag" in tags
-            if c.cell_type == "code" and any(o.get("output_type") == "error" for o in c.get("outputs", [])):
-                first = c.source.strip().splitlines()[0][:120] if c.source.strip() else ""
-                return {"cell_index": src_idx, "cell_source": first}
-            if not injected:
-                src_idx += 1
+    except (OSError, ValueError):          # not written (the kernel never started) or cut short: no cell to name
+        return info
+    src_idx = 0
+    for c in nb.cells:
+        tags = c.get("metadata", {}).get("tags", [])
+        injected = "injected-parameters" in tags or "papermill-error-cell-tag" in tags
+        if c.cell_type == "code" and any(o.get("output_type") == "error" for o in c.get("outputs", [])):
+            first = c.source.strip().splitlines()[0][:120] if c.source.strip() else ""
+            return {"cell_index": src_idx, "cell_source": first}
+        if not injected:
+            src_idx += 1
     return info
 
 
@@ -201,10 +279,34 @@ def base_manifest(job: Job) -> dict:
             "library_modules": library_modules(art), "started": now(), "status": None, "error": None}
 
 
+def _runner_error(ename: str, evalue: str) -> dict:
+    "The `error` of a failure that is no cell's (the runner, the kernel, the filesystem)."
+    return {"cell_index": None, "cell_source": None, "ename": ename, "evalue": evalue[:2000]}
+
+
 def failure_manifest(job: Job, ename: str, evalue: str, duration: float = 0.0) -> dict:
     "A failure that happened outside the notebook (runner, filesystem, worker death)."
     return {**base_manifest(job), "status": "failed", "finished": now(), "duration_s": round(duration, 2),
-            "error": {"cell_index": None, "cell_source": None, "ename": ename, "evalue": evalue[:2000]}}
+            "error": _runner_error(ename, evalue)}
+
+
+def run_environment(job: Job, tmp: Path, threads: int) -> dict:
+    "What a run's kernel gets on top of this process's environment: its output folder, context and thread counts."
+    return {"NEURIPS25_OUTPUT_DIR": str(tmp), "NEURIPS25_PROFILE": job.profile, "NEURIPS25_DEVICE": job.device,
+            "NEURIPS25_ARTEFACT": job.art.id, "NEURIPS25_PROGRESS": os.environ.get("NEURIPS25_PROGRESS", "1"),
+            "NEURIPS25_CLAIMS": str(job.art.notebook.parent / "claims.yaml"),   # the series' registry, by runs.yaml
+            **{v: str(threads) for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")}}
+
+
+def _count_claims(tmp: Path) -> int:
+    "How many claims the run recorded (0 without claims.json); ValueError when the file is not a JSON list."
+    p = tmp / "claims.json"
+    if not p.is_file():
+        return 0
+    claims = json.loads(p.read_text())
+    if not isinstance(claims, list):
+        raise ValueError(f"claims.json holds a {type(claims).__name__}, not a list of claims")
+    return len(claims)
 
 
 def execute(job: Job,                       # the planned run
@@ -217,34 +319,37 @@ def execute(job: Job,                       # the planned run
     "Run one notebook with papermill into a temporary folder; install it under the slot's lock. Returns the manifest."
     import papermill
     from papermill.exceptions import PapermillExecutionError
+    from nbclient.exceptions import DeadKernelError
     art = job.art
     final = run_dir(art, job.profile, outputs, job.overrides)
     threads = threads or kernel_threads(1)
     say = lambda who: print(f"  waiting: {art.id} [{job.slot}] is being written by {who}", flush=True)
     t0, tmp = time.time(), None
-    with _ENV_LOCK, SlotLock(final, timeout=lock_timeout, on_wait=say):
+    with SlotLock(final, timeout=lock_timeout, on_wait=say):
+        sweep(final)                                     # whoever takes the lock removes the leftovers of killed runs
         m = read_manifest(final)
         if job.reason != "forced" and m and m.get("status") == "ok" and m.get("run_key") == job.key:
             return {**m, "status": "skipped"}            # another runner made exactly this result meanwhile
-        sweep(final)
         tmp = new_temp(final)
         executed = tmp / art.notebook.name
-        env = {"NEURIPS25_OUTPUT_DIR": str(tmp), "NEURIPS25_PROFILE": job.profile, "NEURIPS25_DEVICE": job.device,
-               "NEURIPS25_ARTEFACT": art.id, "NEURIPS25_PROGRESS": os.environ.get("NEURIPS25_PROGRESS", "1"),
-               "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
-        saved = {k: os.environ.get(k) for k in env}
-        manifest = {**base_manifest(job), "git": git_state(root), "versions": core.package_versions(),
-                    "device": core.device_info(job.device)}
+        manifest = {**base_manifest(job), "git": git_state(root), "versions": core.package_versions()}
+        try:
+            manifest["device"] = core.device_info(job.device)
+        except RuntimeError as e:                          # e.g. a Dask worker without CUDA for a run planned on cuda
+            manifest.update(device={"device": job.device, "gpu": None}, status="failed",
+                            error=_runner_error("DeviceUnavailable", str(e)))
         manifest["device"].pop("torch_threads", None)      # the runner's, not the kernel's: see "threads"
         _register_engine()
-        _BUSY.set()
         try:
-            os.environ.update(env)
-            papermill.execute_notebook(str(art.notebook), str(executed), parameters=job.params, progress_bar=False,
-    cwd=str(art.notebook.parent), kernel_name="python3", log_output=False,
-    engine_name="neurips25", execution_timeout=timeout,
-    extra_arguments=["--IPKernelApp.log_level=CRITICAL"])
-            manifest["status"] = "ok"
+            if manifest["status"] is None:
+                with _BUSY:
+                    papermill.execute_notebook(
+                        str(art.notebook), str(executed), parameters=job.params, progress_bar=False,
+                        kernel_name="python3", log_output=False, engine_name="neurips25", execution_timeout=timeout,
+                        extra_arguments=["--IPKernelApp.log_level=CRITICAL"],
+                        kernel_env={**os.environ, **run_environment(job, tmp, threads)},   # this run's kernel only
+                        kernel_cwd=str(art.notebook.parent))
+                manifest["status"] = "ok"
         except PapermillExecutionError as e:
             tb = [re.sub(r"\x1b\[[0-9;]*m", "", t) for t in (e.traceback or [])][-6:]
             manifest["status"] = "failed"
@@ -253,28 +358,28 @@ def execute(job: Job,                       # the planned run
         except KeyboardInterrupt:                          # Ctrl-C or SIGTERM: nothing is installed
             shutil.rmtree(tmp, ignore_errors=True)
             raise
-        except Exception as e:                             # kernel died, timeout...
+        except (DeadKernelError, TimeoutError, RuntimeError, OSError) as e:
+            # the kernel died (DeadKernelError), a cell ran past --timeout (CellTimeoutError, a TimeoutError), the
+            # kernel died before it answered (RuntimeError), the executed notebook could not be written (OSError: if
+            # the failure cannot be written either, the StoreError below says so)
             manifest["status"] = "failed"
             manifest["error"] = {**_failing_cell(executed), "ename": type(e).__name__, "evalue": str(e)[:2000],
                                  "traceback": traceback.format_exception_only(type(e), e)}
-        finally:
-            _BUSY.clear()
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
         try:
             manifest.update(finished=now(), duration_s=round(time.time() - t0, 2), threads={
                 "requested": threads, "cpus_usable": usable_cpus(), "kernel": _PROBED.pop(str(executed), None)})
             files = file_records(tmp)
             if manifest["status"] == "ok" and not [f for f in files if f["path"] != executed.name]:
                 manifest["status"] = "failed"
-                manifest["error"] = {"cell_index": None, "cell_source": None, "ename": "NoOutputs",
-                                     "evalue": "the notebook ran but recorded no outputs under "
-                                               "NEURIPS25_OUTPUT_DIR (start_run, savefig, save_table, record_claim)"}
-            claims = tmp / "claims.json"
-            manifest["claims"] = len(json.loads(claims.read_text())) if claims.is_file() else 0
+                manifest["error"] = _runner_error("NoOutputs", "the notebook ran but recorded no outputs under "
+                                                  "NEURIPS25_OUTPUT_DIR (start_run, savefig, save_table, record_claim)")
+            try:
+                manifest["claims"] = _count_claims(tmp)
+            except ValueError as e:                        # the notebook wrote claims.json itself, not record_claim
+                manifest["claims"] = 0
+                if manifest["status"] == "ok":
+                    manifest["status"] = "failed"
+                    manifest["error"] = _runner_error("BadClaims", f"claims.json is not valid: {e}")
             manifest["files"] = files
             write_json(tmp / "manifest.json", manifest)
             install(tmp, final, manifest["status"] == "ok")
@@ -285,18 +390,15 @@ def execute(job: Job,                       # the planned run
 
 
 def guarded_execute(job: Job, outputs=None, root=None, threads=None, timeout=None, lock_timeout=None) -> dict:
-    "`execute`, with a runner or filesystem error turned into a failure manifest (other runs go on)."
+    "`execute`, with the store's errors (unwritable outputs, a lock held too long) turned into a failure manifest."
     t0 = time.time()
     try:
         return execute(job, outputs, root, threads, timeout, lock_timeout)
-    except KeyboardInterrupt:
-        raise
     except StoreError as e:
         return failure_manifest(job, "StoreError", str(e), time.time() - t0)
     except LockBusy as e:
         return failure_manifest(job, "LockBusy", str(e), time.time() - t0)
-    except Exception as e:                                 # a runner bug must not hide the other runs' results
-        return failure_manifest(job, type(e).__name__, str(e), time.time() - t0)
+    # Anything else is a bug of the runner: it propagates with its traceback instead of passing for a failed run.
 
 # %% ../../nbs/01c_executors.ipynb #e4eba04f
 def _worker_init():
@@ -316,22 +418,31 @@ def _worker_run(args):
 
 
 def _stop_workers(ex, grace: float = 20.0):
-    procs = list(getattr(ex, "_processes", {}).values())
+    "SIGTERM every worker process, SIGKILL those still alive after `grace` seconds, shut the pool down."
+    procs = list((getattr(ex, "_processes", None) or {}).values())
     for p in procs:
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(ValueError, OSError):   # closed already (ValueError); not ours to signal (EPERM)
             p.terminate()
     deadline = time.time() + grace
     for p in procs:
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(ValueError, OSError):
             p.join(max(0.1, deadline - time.time()))
             if p.is_alive():
                 p.kill()
-    with contextlib.suppress(Exception):
+    with contextlib.suppress(OSError):                   # its wake-up pipe may be gone with the broken pool
         ex.shutdown(wait=False, cancel_futures=True)
+
+
+def _died(job: Job, outputs, e: BaseException) -> dict:
+    "The failure of a run whose worker process died; recorded in `<slot>.failed/`, its temporary folder swept."
+    m = failure_manifest(job, type(e).__name__, f"worker process died (or the pool broke when another did): {e}")
+    record_failure(run_dir(job.art, job.profile, outputs, job.overrides), m)
+    return m
 
 
 def run_local(todo: list[Job], jobs_n: int, outputs=None, root=None, timeout=None, on_done=None) -> list[dict]:
     "Execute `todo` here (jobs_n == 1) or in `jobs_n` worker processes; return the manifests."
+    from concurrent.futures.process import BrokenProcessPool
     results = []
     def done(m):
         results.append(m)
@@ -351,8 +462,8 @@ def run_local(todo: list[Job], jobs_n: int, outputs=None, root=None, timeout=Non
         for f in as_completed(futs):
             try:
                 done(f.result())
-            except Exception as e:               # the worker process died
-                done(failure_manifest(futs[f], type(e).__name__, f"worker process died: {e}"))
+            except BrokenProcessPool as e:       # a worker process died (killed, out of memory, os._exit)
+                done(_died(futs[f], outputs, e))
     except BaseException:
         _stop_workers(ex)
         raise
@@ -360,27 +471,78 @@ def run_local(todo: list[Job], jobs_n: int, outputs=None, root=None, timeout=Non
     return results
 
 # %% ../../nbs/01c_executors.ipynb #b3171bb2
+def _worker_threads() -> int:
+    "Threads per kernel on a Dask worker: its CPUs shared by the tasks it runs at once (its `--nthreads`)."
+    # Not kernel_threads(): a Dask nanny sets OMP_NUM_THREADS=1 in its worker process (Dask's pre-spawn-environ, for
+    # the worker's own numpy), so it would always say 1 and a kernel on an 8-CPU SLURM job would use one core.
+    from distributed import get_worker
+    try:
+        nthreads = get_worker().state.nthreads
+    except ValueError:                       # "No worker found": called outside a Dask task
+        return kernel_threads(1)
+    return max(1, usable_cpus() // max(1, nthreads))
+
+
 def _dask_task(job: Job, outputs, root, threads, timeout) -> dict:
     "What a Dask worker runs: one notebook, under the slot's lock."
-    return guarded_execute(job, outputs, root, threads or kernel_threads(1), timeout)
+    return guarded_execute(job, outputs, root, threads or _worker_threads(), timeout)
 
 
 def _local_gpus() -> int:
-    with contextlib.suppress(Exception):
+    try:
         import torch
         return torch.cuda.device_count()
-    return 0
+    except (ImportError, RuntimeError):      # no torch; a CUDA driver that fails to initialise
+        return 0
+
+
+def _workers(client) -> dict:
+    "Every worker the scheduler knows: address -> its info (resources, nthreads, ...)."
+    every = {"n_workers": -1} if "n_workers" in inspect.signature(client.scheduler_info).parameters else {}
+    return client.scheduler_info(**every).get("workers", {})        # newer Dask lists 5 workers unless asked
+
+
+def _has_gpu(worker: dict) -> bool:
+    return bool((worker.get("resources") or {}).get("GPU"))
+
+
+def _wait_for_workers(client, need_gpu: bool, wait_s: float, poll: float = 0.5) -> dict:
+    "Wait up to `wait_s` seconds for a worker (one declaring a GPU when `need_gpu`); return the workers seen last."
+    deadline = time.monotonic() + max(0.0, wait_s)
+    while True:
+        workers = _workers(client)
+        ready = any(map(_has_gpu, workers.values())) if need_gpu else bool(workers)
+        if ready or time.monotonic() >= deadline:
+            return workers
+        time.sleep(max(0.05, min(poll, deadline - time.monotonic())))
+
+
+def _close_dask(client, cluster, futs=()):
+    "Cancel what is still pending, close the client and the cluster we started; a connection already gone is fine."
+    steps = [] if client is None else [lambda: client.cancel(list(futs)), client.close]
+    if cluster is not None:
+        steps.append(cluster.close)
+    for step in steps:
+        # CommClosedError and TimeoutError (OSError): the scheduler is gone or does not answer; RuntimeError: Dask's
+        # event loop is already closed. A cleanup failure must not hide why we are cleaning up.
+        with contextlib.suppress(OSError, RuntimeError):
+            step()
 
 
 def run_dask(todo: list[Job], jobs_n: int = 2, scheduler: str | None = None, outputs=None, root=None,
-             timeout=None, on_done=None) -> list[dict]:
+             timeout=None, on_done=None,
+             wait_workers: float = 60.0,         # seconds to wait for workers to join before giving up
+            ) -> list[dict]:
     "Execute `todo` as tasks on a Dask cluster (a LocalCluster of `jobs_n` process workers without `scheduler`)."
+    import asyncio, concurrent.futures
     import dask
     from dask.distributed import Client, LocalCluster, as_completed
+    from distributed import KilledWorker
     results, cluster = [], None
     gpu_msg = ("runs need a GPU but no worker of the cluster declares one: start the workers with `--resources GPU=1` "
                "(dask-jobqueue: worker_extra_args=['--resources', 'GPU=1'])")
-    if not scheduler and any(j.device == "cuda" for j in todo) and not _local_gpus():
+    need_gpu = any(j.device == "cuda" for j in todo)
+    if not scheduler and need_gpu and not _local_gpus():
         raise RunnerError(gpu_msg)                     # the LocalCluster would have none: say so before starting it
     def done(m):
         results.append(m)
@@ -391,21 +553,24 @@ def run_dask(todo: list[Job], jobs_n: int = 2, scheduler: str | None = None, out
         try:
             if scheduler:
                 client = Client(scheduler, timeout="30s")
-                threads = None                          # each worker decides from its own CPUs / OMP_NUM_THREADS
+                threads = None                          # each worker decides from its own CPUs (_worker_threads)
             else:
                 n = max(1, min(jobs_n, len(todo)))
                 gpus = {"GPU": 1} if _local_gpus() else None
                 cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, resources=gpus,
-    dashboard_address=None, silence_logs=50)
+                                       dashboard_address=None, silence_logs=50)
                 client = Client(cluster)
                 threads = kernel_threads(n)
         except OSError as e:
+            _close_dask(client, cluster)
             raise RunnerError(f"cannot reach the Dask scheduler {scheduler or '(local)'}: {e}") from None
         try:
-            futs = {}
-            workers = client.scheduler_info().get("workers", {})
-            if any(j.device == "cuda" for j in todo) and not any(w.get("resources", {}).get("GPU") for w in
-                                                                workers.values()):
+            workers = _wait_for_workers(client, need_gpu, wait_workers)   # batch jobs may still be in the queue
+            if not workers:
+                raise RunnerError(f"no worker joined the Dask scheduler {scheduler or '(local)'} within "
+                                  f"{wait_workers:g} s (--wait-workers): are its workers' batch jobs still queued? "
+                                  "Wait longer with --wait-workers SECONDS")
+            if need_gpu and not any(map(_has_gpu, workers.values())):
                 raise RunnerError(gpu_msg)
             for j in todo:
                 key = f"neurips25-{j.art.series}-{j.art.name}-{j.slot}-{uuid.uuid4().hex[:8]}"
@@ -416,28 +581,31 @@ def run_dask(todo: list[Job], jobs_n: int = 2, scheduler: str | None = None, out
                 j = futs[f]
                 try:
                     done(f.result())
-                except Exception as e:                  # KilledWorker, a lost worker, an unpicklable result...
+                except (KilledWorker, OSError, concurrent.futures.CancelledError, asyncio.CancelledError) as e:
+                    # its worker died (KilledWorker: provoked in test_runner_dask), the connection to the scheduler
+                    # was lost (CommClosedError, an OSError) or the scheduler cancelled it (not provoked in a test: it
+                    # needs a scheduler that goes away mid-run). A task's own exception (a runner bug) propagates.
                     m = failure_manifest(j, type(e).__name__, f"the Dask worker running it failed: {e}")
                     record_failure(run_dir(j.art, j.profile, outputs, j.overrides), m)
                     done(m)
-        except BaseException:
-            with contextlib.suppress(Exception):
-                client.cancel(list(futs))
-            raise
         finally:
-            with contextlib.suppress(Exception):
-                client.close()
-            if cluster is not None:
-                with contextlib.suppress(Exception):
-                    cluster.close()
+            _close_dask(client, cluster, futs)
     return results
 
 # %% ../../nbs/01c_executors.ipynb #e22cc4cb
 def run_jobs(jobs: list[Job], jobs_n: int = 1, outputs: Path | None = None, root: Path | None = None,
              timeout: float | None = None, quiet: bool = False, executor: str = "local",
-             scheduler: str | None = None) -> list[dict]:
+             scheduler: str | None = None,
+             wait_workers: float = 60.0,      # dask: seconds to wait for the cluster's workers to join
+            ) -> list[dict]:
     "Execute the jobs marked 'run' with the chosen executor; return their manifests."
     from tqdm import tqdm
+    blocked = blocked_message(jobs)
+    if blocked:
+        raise RunnerError(blocked)     # before anything is touched: a plan that cannot run here runs nothing
+    for j in jobs:
+        if j.action == "skip":         # not run, but its slot is swept if no other runner holds it
+            sweep_idle(run_dir(j.art, j.profile, outputs, j.overrides))
     for j in jobs:         # a failure beside a current good result is kept when its inputs were the same (a flaky run)
         stale = failed_dir(run_dir(j.art, j.profile, outputs, j.overrides))
         fm = read_manifest(stale) if j.action == "skip" and stale.is_dir() else None
@@ -457,7 +625,7 @@ def run_jobs(jobs: list[Job], jobs_n: int = 1, outputs: Path | None = None, root
                   f"{m.get('duration_s', 0):.1f}s")
     try:
         if executor == "dask":
-            return run_dask(todo, jobs_n, scheduler, outputs, root, timeout, on_done)
+            return run_dask(todo, jobs_n, scheduler, outputs, root, timeout, on_done, wait_workers)
         if executor != "local":
             raise RunnerError(f"--executor must be local or dask, got {executor!r}")
         return run_local(todo, jobs_n, outputs, root, timeout, on_done)

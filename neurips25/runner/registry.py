@@ -12,10 +12,10 @@ import yaml
 from .. import core
 
 # %% auto #0
-__all__ = ['PROFILES', 'TOP_KEYS', 'ARTEFACT_KEYS', 'PARAM_TYPES', 'FIXTURE_RUNS', 'FIXTURE_PARAMS', 'TOOLING_MODULES',
-           'RunnerError', 'Artefact', 'Series', 'load_series', 'load_registry', 'make_fixture', 'select',
-           'notebook_parameters', 'coerce_parameters', 'effective_parameters', 'parse_sets', 'notebook_fingerprint',
-           'library_modules', 'run_key', 'slot_name', 'run_dir', 'read_manifest']
+__all__ = ['PROFILES', 'TOP_KEYS', 'ARTEFACT_KEYS', 'PARAM_TYPES', 'FIXTURE_RUNS', 'FIXTURE_CLAIMS', 'FIXTURE_PARAMS',
+           'TOOLING_MODULES', 'RunnerError', 'Artefact', 'Series', 'load_series', 'load_registry', 'make_fixture',
+           'select', 'notebook_parameters', 'coerce_parameters', 'effective_parameters', 'parse_sets',
+           'notebook_fingerprint', 'library_modules', 'run_key', 'slot_name', 'run_dir', 'read_manifest']
 
 # %% ../../nbs/01a_registry.ipynb #4c060781
 PROFILES = core.PROFILES
@@ -135,11 +135,15 @@ def load_series(path: Path) -> Series:
 
 def load_registry(root: Path | None = None,   # repository root (default: core.REPO_ROOT)
                   errors: dict | None = None,  # if given: collect {folder: message} of broken series, keep the rest
+                  require: bool = False,       # a root without any nbs/<series>/runs.yaml is an error
                  ) -> list[Series]:
     "Every series registered in `nbs/*/runs.yaml`, in folder order."
-    nbs = Path(root or core.REPO_ROOT).resolve() / "nbs"
+    base = Path(root or core.REPO_ROOT).resolve()
+    files = sorted((base / "nbs").glob("*/runs.yaml"))
+    if require and not files:
+        raise RunnerError(f"no series found under {base} (expected nbs/<series>/runs.yaml)")
     out, bad = [], {}
-    for p in sorted(nbs.glob("*/runs.yaml")):
+    for p in files:
         try:
             out.append(load_series(p))
         except RunnerError as e:
@@ -172,6 +176,15 @@ artefacts:
     full: {n: 50}
 """
 
+FIXTURE_CLAIMS = """\
+series: p98_fix
+artefacts:
+  fig_a:
+    n_pos: {statement: n is positive, paper: qualitative, criterion: n > 0, kind: preregistered}
+  tab_b:
+    n_pos: {statement: n is positive, paper: qualitative, criterion: n > 0, kind: preregistered}
+"""
+
 FIXTURE_PARAMS = ("n: int = 3  # a count\nscale: float = 1.0  # a scale\nlabel: str = 'a'  # a label\n"
                   "fail: bool = False  # raise on purpose")
 
@@ -179,6 +192,7 @@ FIXTURE_PARAMS = ("n: int = 3  # a count\nscale: float = 1.0  # a scale\nlabel: 
 def make_fixture(root: Path,                  # an empty folder: becomes a repository with one series, p98_fix
                  runs: str = FIXTURE_RUNS,    # its runs.yaml
                  body: str = "",              # the code cell after the parameters cell
+                 claims: str = FIXTURE_CLAIMS,  # its claims.yaml (record_claim refuses unregistered claims)
                 ) -> Path:
     "A throw-away repository with two parameterized notebooks (for tests and examples); returns `root`."
     d = Path(root) / "nbs" / "p98_fix"
@@ -194,6 +208,7 @@ def make_fixture(root: Path,                  # an empty folder: becomes a repos
         nbk.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
         nbformat.write(nbk, d / nb)
     (d / "runs.yaml").write_text(runs)
+    (d / "claims.yaml").write_text(claims)
     return Path(root)
 
 # %% ../../nbs/01a_registry.ipynb #fd49b01c
@@ -219,7 +234,7 @@ def select(reg: list[Series],              # the registry
             broken = [f for f in (errors or {}) if sname == f or f.startswith(sname + "_") or f.endswith("_" + sname)]
             if broken:
                 raise RunnerError(errors[broken[0]])
-            known = ", ".join(f"{x.number or x.folder} ({x.folder})" for x in reg)
+            known = ", ".join(f"{x.number or x.folder} ({x.folder})" for x in reg) or "none"
             raise RunnerError(f"unknown series {sname!r}; known: {known}")
         if not aname:
             chosen += s.artefacts

@@ -8,8 +8,8 @@ from pathlib import Path
 from .. import core
 
 # %% auto #0
-__all__ = ['now', 'StoreError', 'LockBusy', 'SlotLock', 'sweep', 'new_temp', 'failed_dir', 'install', 'git_state', 'file_records',
-           'write_json', 'record_failure']
+__all__ = ['now', 'StoreError', 'LockBusy', 'SlotLock', 'sweep', 'sweep_idle', 'new_temp', 'failed_dir', 'install', 'git_state',
+           'file_records', 'write_json', 'record_failure']
 
 # %% ../../nbs/01b_store.ipynb #cd68d848
 def now() -> str:
@@ -113,15 +113,30 @@ def sweep(final: Path) -> list[str]:
     done = []
     if not final.parent.is_dir():
         return done
-    olds = sorted(final.parent.glob(f".old-{final.name}-*"), key=lambda p: p.stat().st_mtime)
-    if olds and not final.exists() and (olds[-1] / "manifest.json").is_file():
-        os.replace(olds[-1], final)           # the new result never arrived: the old one is still the good one
-        done.append(f"restored {olds[-1].name}")
-        olds = olds[:-1]
+    try:
+        olds = sorted(final.parent.glob(f".old-{final.name}-*"), key=lambda p: p.stat().st_mtime)
+        if olds and not final.exists() and (olds[-1] / "manifest.json").is_file():
+            os.replace(olds[-1], final)       # the new result never arrived: the old one is still the good one
+            done.append(f"restored {olds[-1].name}")
+            olds = olds[:-1]
+    except OSError as e:
+        raise StoreError(f"cannot sweep {final.parent}: {e.strerror or e}") from None
     for p in [*olds, *final.parent.glob(f".tmp-{final.name}-*")]:
         _rmtree(p)
         done.append(f"removed {p.name}")
     return done
+
+
+def sweep_idle(final: Path) -> list[str]:
+    "Sweep a slot if its lock is free right now (a runner that skips it); [] when another runner holds it."
+    final = Path(final)
+    if not final.parent.is_dir():
+        return []
+    try:
+        with SlotLock(final, timeout=0):
+            return sweep(final)
+    except (LockBusy, StoreError):        # busy: its holder sweeps; unwritable: nothing of ours to remove
+        return []
 
 
 def new_temp(final: Path) -> Path:
