@@ -12,8 +12,8 @@ from .report import write_report, status_rows
 from ..docsync import update_status_block, sync_index
 
 # %% auto #0
-__all__ = ['TARGETS_HELP', 'COMMANDS', 'seconds', 'positive_int', 'cmd_list', 'cmd_reproduce', 'cmd_report', 'build_parser',
-           'checkout_of', 'other_checkout_warning', 'main']
+__all__ = ['TARGETS_HELP', 'COMMANDS', 'seconds', 'positive_int', 'cmd_list', 'cmd_reproduce', 'cmd_report', 'cmd_diff',
+           'build_parser', 'checkout_of', 'other_checkout_warning', 'main']
 
 # %% ../../nbs/01e_cli.ipynb #553d4e95
 TARGETS_HELP = "series (p05, p05_sgequidiff, sgequidiff) or artefacts (p05/fig_samples); default all"
@@ -109,6 +109,14 @@ def cmd_report(args) -> int:
     return 0
 
 
+def cmd_diff(args) -> int:
+    "Working results against the committed reference: exit 1 when a verdict changed."
+    from neurips25.runner.claims import diff_outputs, format_diff
+    d = diff_outputs(args.root, args.outputs, against=args.against, rtol=args.rtol, profile=args.profile)
+    print(format_diff(d, args.against, args.rtol))
+    return 1 if d["verdicts"] else 0
+
+
 def _list_args(p: argparse.ArgumentParser):
     p.add_argument("targets", nargs="*", help=TARGETS_HELP)
 
@@ -139,11 +147,20 @@ def _report_args(p: argparse.ArgumentParser):
     p.add_argument("--readme", type=Path, default=None, help="also update the status column of this README")
 
 
+def _diff_args(p: argparse.ArgumentParser):
+    p.add_argument("--against", default="HEAD", metavar="REF", help="the committed reference to compare with (a commit)")
+    p.add_argument("--rtol", type=seconds(), default=0.05, metavar="R",
+                   help="report values whose relative change exceeds R (default 0.05)")
+    p.add_argument("--profile", default="medium", choices=PROFILES, help="which results to compare (default medium)")
+
+
 COMMANDS = {   # name -> (help, adds its arguments, runs it); a new subcommand is one more entry
     "list": ("every series and artefact (or those named) with its notebook, paper reference, profiles and gpu flag",
              _list_args, cmd_list),
     "reproduce": ("run figure/table notebooks with papermill", _reproduce_args, cmd_reproduce),
     "report": ("rebuild outputs/REPORT.md", _report_args, cmd_report),
+    "diff": ("compare the results in outputs/ with the committed reference: verdict changes (exit 1), moved values, "
+             "stale results", _diff_args, cmd_diff),
 }
 
 

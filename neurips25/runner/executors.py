@@ -16,6 +16,7 @@ from neurips25.runner.registry import (
 from .store import (
     SlotLock, StoreError, LockBusy, sweep, sweep_idle, new_temp, install, failed_dir, git_state,
                                     file_records, write_json, record_failure, now)
+from .claims import registry_stamps
 
 # %% auto #0
 __all__ = ['NEEDS_CUDA', 'NEEDS_HINTS', 'Job', 'needs_hints', 'blocked_message', 'resolve_device', 'plan', 'usable_cpus',
@@ -332,7 +333,8 @@ def execute(job: Job,                       # the planned run
             return {**m, "status": "skipped"}            # another runner made exactly this result meanwhile
         tmp = new_temp(final)
         executed = tmp / art.notebook.name
-        manifest = {**base_manifest(job), "git": git_state(root), "versions": core.package_versions()}
+        manifest = {**base_manifest(job), "git": git_state(root), "versions": core.package_versions(),
+                    "claims_registry": registry_stamps(art.series, art.name, root or art.notebook.parents[2])}
         try:
             manifest["device"] = core.device_info(job.device)
         except RuntimeError as e:                          # e.g. a Dask worker without CUDA for a run planned on cuda
