@@ -51,7 +51,8 @@ def entry_commits(path: Path, root: Path) -> dict:
     for ln in r.stdout.splitlines():
         parts = ln.split()
         if len(parts) >= 3 and len(parts[0]) == 40 and all(c in "0123456789abcdef" for c in parts[0]):
-            cur = parts[0]; line_commit[int(parts[2])] = cur
+            cur = parts[0]
+            line_commit[int(parts[2])] = cur
         elif ln.startswith("committer-time ") and cur: times[cur] = int(ln.split()[1])
     order = {c: i for i, c in enumerate(reversed(_git(root, "rev-list", "--topo-order", "HEAD").stdout.split()))}
     out = {}                                                         # the newest of an entry's commits, by ancestry
@@ -102,7 +103,8 @@ def annotate(records: list[dict], root: Path | None = None, outputs: Path | None
             c["registered_in"] = stamp
             if stamp is None and key not in commits[s.folder]: c["unregistered"] = True
             res = first.get(c["id"])
-            if c["kind"] == "preregistered" and res and stamp and (stamp == UNCOMMITTED or not is_ancestor(root, stamp, res)):
+            late = bool(res and stamp) and (stamp == UNCOMMITTED or not is_ancestor(root, stamp, res))
+            if c["kind"] == "preregistered" and late:
                 c["kind"], c["relabelled"] = "exploratory", "criterion changed after a result"
     return records
 
@@ -129,10 +131,12 @@ def check_registries(root: Path | None = None) -> list[str]:
     for s in load_registry(root, errors={}):
         p = root / "nbs" / s.folder / "claims.yaml"
         if not p.is_file():
-            problems.append(f"{s.folder}: no nbs/{s.folder}/claims.yaml"); continue
+            problems.append(f"{s.folder}: no nbs/{s.folder}/claims.yaml")
+            continue
         try: arts = core.load_claims(p)
         except core.ClaimRegistryError as e:
-            problems.append(str(e)); continue
+            problems.append(str(e))
+            continue
         known = {a.name for a in s.artefacts}
         problems += [f"{p}: artefact {a!r} is not in runs.yaml" for a in arts if a not in known]
     return problems
@@ -171,7 +175,8 @@ def diff_outputs(root: Path | None = None, outputs: Path | None = None, against:
         ref = _committed_claims(root, against, rel)
         if run_is_stale(r): out["stale"].append(a.id)
         if ref is None:
-            out["new"].append(a.id); continue
+            out["new"].append(a.id)
+            continue
         out["compared"] += 1
         now = {c["id"]: c for c in r["claims"]}
         old = {c["id"]: c for c in ref}
@@ -181,7 +186,8 @@ def diff_outputs(root: Path | None = None, outputs: Path | None = None, against:
             o, n = old[cid], now[cid]
             if o.get("verdict") != n.get("verdict"):
                 out["verdicts"].append(dict(artefact=a.id, claim=cid, kind=n.get("kind"), before=o.get("verdict"),
-                                            after=n.get("verdict"), ours_before=o.get("ours"), ours_after=n.get("ours")))
+                                            after=n.get("verdict"), ours_before=o.get("ours"),
+                                            ours_after=n.get("ours")))
             no, nn = _numbers(o), _numbers(n)
             for k in sorted(no.keys() & nn.keys()):
                 x, y = no[k], nn[k]

@@ -148,7 +148,8 @@ def _report_args(p: argparse.ArgumentParser):
 
 
 def _diff_args(p: argparse.ArgumentParser):
-    p.add_argument("--against", default="HEAD", metavar="REF", help="the committed reference to compare with (a commit)")
+    p.add_argument("--against", default="HEAD", metavar="REF",
+                   help="the committed reference to compare with (a commit)")
     p.add_argument("--rtol", type=seconds(), default=0.05, metavar="R",
                    help="report values whose relative change exceeds R (default 0.05)")
     p.add_argument("--profile", default="medium", choices=PROFILES, help="which results to compare (default medium)")

@@ -347,7 +347,8 @@ def parse_sets(items: list[str] | None) -> dict:
     return out
 
 # %% ../../nbs/01a_registry.ipynb #6d21d903
-TOOLING_MODULES = ("__init__", "_modidx", "runner", "docsync", "docs", "lm_benchmark", "testing")  # tooling: in no run key
+# tooling: in no run key
+TOOLING_MODULES = ("__init__", "_modidx", "runner", "docsync", "docs", "lm_benchmark", "testing")
 
 
 def notebook_fingerprint(nb_path: Path) -> str:

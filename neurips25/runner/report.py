@@ -212,7 +212,8 @@ def render_report(root: Path | None = None, outputs: Path | None = None) -> str:
             L += ["", "Claims at the best profile of each artefact (**bold** verdict: pre-registered, counted above; "
                   "*italic*: exploratory; `check:` an implementation check; `registered` is the commit that last "
                   "changed the claim's entry in claims.yaml):",
-                  "", "| verdict | artefact | kind | claim | paper | ours | interval | seeds | criterion | registered |",
+                  "",
+                  "| verdict | artefact | kind | claim | paper | ours | interval | seeds | criterion | registered |",
                   "|---|---|---|---|---|---|---|---|---|---|"]
             for r in counted:
                 L += _claim_rows(r)
@@ -254,5 +255,6 @@ def status_rows(root: Path | None = None, outputs: Path | None = None) -> dict:
             text += f"; checks: {checks_text(cc['check'])}"
         stale = sum(1 for r in good if r.get("stale"))
         failed = sum(1 for r in good if r["failed"])
-        out[s.folder] = text + (f"; {stale} stale" if stale else "") + (f"; {failed} latest run(s) failed" if failed else "")
+        text += f"; {stale} stale" if stale else ""
+        out[s.folder] = text + (f"; {failed} latest run(s) failed" if failed else "")
     return out
