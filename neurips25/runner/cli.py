@@ -13,7 +13,7 @@ from ..docsync import update_status_block, sync_index
 
 # %% auto #0
 __all__ = ['TARGETS_HELP', 'COMMANDS', 'seconds', 'positive_int', 'cmd_list', 'cmd_reproduce', 'cmd_report', 'cmd_diff',
-           'build_parser', 'checkout_of', 'other_checkout_warning', 'main']
+           'cmd_data', 'build_parser', 'checkout_of', 'other_checkout_warning', 'main']
 
 # %% ../../nbs/01e_cli.ipynb #553d4e95
 TARGETS_HELP = "series (p05, p05_sgequidiff, sgequidiff) or artefacts (p05/fig_samples); default all"
@@ -155,6 +155,51 @@ def _diff_args(p: argparse.ArgumentParser):
     p.add_argument("--profile", default="medium", choices=PROFILES, help="which results to compare (default medium)")
 
 
+def _data_args(p: argparse.ArgumentParser):
+    p.add_argument("action", choices=("list", "verify", "where", "pin"),
+                   help="list every source; verify its files and checksums; where it goes; pin its sha256s")
+    p.add_argument("name", nargs="?", default=None, help="a registered source (verify, where, pin)")
+
+
+def _data_list(sources, reg) -> int:
+    print(f"{'source':22} {'status':10} {'on disk':>10}  {'papers':9} needed by")
+    for name, s in sources.SOURCES.items():
+        st = sources.status(name)
+        found = [p for ps in sources.layout_files(name).values() for p in ps]
+        disk = f"{sum(p.stat().st_size for p in found) / 1e6:.1f} MB" if found else "-"
+        print(f"{name:22} {st:10} {disk:>10}  {','.join(s.papers):9} {', '.join(sources.used_by(name, reg)) or '-'}")
+    print(f"(root: {core.DATA_PATH / 'external'}/<source>, or $NEURIPS25_DATA/<source>, or $NEURIPS25_DATA_<SOURCE>)")
+    return 0
+
+
+def _data_where(sources, name: str) -> int:
+    s, root = sources.get_source(name), sources.source_root(name)
+    print(f"{name}: {s.title}\n  root:    {root}  (override: {s.env_var} or NEURIPS25_DATA)")
+    print(f"  status:  {sources.status(name)}\n  get it:  {s.url}\n  files:   {s.obtain}\n  licence: {s.licence}")
+    for f in (*s.files, *s.archives):
+        print(f"    {f.path:46} {'md5 ' + f.md5 if f.md5 else '(no published checksum)'}")
+    return 0
+
+
+def cmd_data(args) -> int:
+    from neurips25.sources import registry as sources
+    if args.action == "list":
+        return _data_list(sources, load_registry(args.root, errors={}))
+    if not args.name:
+        raise RunnerError(f"data {args.action} needs a source name (see `neurips25 data list`)")
+    if args.name not in sources.SOURCES:
+        raise RunnerError(f"unknown data source {args.name!r}; registered: {', '.join(sources.SOURCES)}")
+    if args.action == "where":
+        return _data_where(sources, args.name)
+    if args.action == "pin":
+        print(f"pinned {args.name}: {sources.pin(args.name)}")
+        return 0
+    rep = sources.verify(args.name)
+    note = "" if rep["status"] == "verified" else f" (no published checksum: `neurips25 data pin {args.name}`)"
+    print(f"{args.name}: {rep['status']}, {rep['files']} files under {rep['root']}, checked: {rep['checked']}{note}")
+    return 0
+
+
 COMMANDS = {   # name -> (help, adds its arguments, runs it); a new subcommand is one more entry
     "list": ("every series and artefact (or those named) with its notebook, paper reference, profiles and gpu flag",
              _list_args, cmd_list),
@@ -162,6 +207,7 @@ COMMANDS = {   # name -> (help, adds its arguments, runs it); a new subcommand i
     "report": ("rebuild outputs/REPORT.md", _report_args, cmd_report),
     "diff": ("compare the results in outputs/ with the committed reference: verdict changes (exit 1), moved values, "
              "stale results", _diff_args, cmd_diff),
+    "data": ("the papers' own data sets and models: list | verify NAME | where NAME | pin NAME", _data_args, cmd_data),
 }
 
 

@@ -19,9 +19,10 @@ from .store import (
 from .claims import registry_stamps
 
 # %% auto #0
-__all__ = ['NEEDS_CUDA', 'NEEDS_HINTS', 'Job', 'needs_hints', 'blocked_message', 'resolve_device', 'plan', 'usable_cpus',
-           'kernel_threads', 'Terminated', 'install_signal_handlers', 'base_manifest', 'failure_manifest',
-           'run_environment', 'execute', 'guarded_execute', 'run_local', 'run_dask', 'run_jobs', 'summarize']
+__all__ = ['NEEDS_CUDA', 'NEEDS_DATA', 'NEEDS_HINTS', 'Job', 'data_needs', 'needs_hints', 'blocked_message', 'resolve_device',
+           'plan', 'usable_cpus', 'kernel_threads', 'Terminated', 'install_signal_handlers', 'base_manifest',
+           'failure_manifest', 'run_environment', 'execute', 'guarded_execute', 'run_local', 'run_dask', 'run_jobs',
+           'summarize']
 
 # %% ../../nbs/01c_executors.ipynb #6b929c8e
 @dataclass
@@ -51,11 +52,21 @@ class Job:
 
 
 NEEDS_CUDA = "needs CUDA"
+NEEDS_DATA = "needs data"
 NEEDS_HINTS = {                  # the first words of a `needs` entry -> how to satisfy it (one line each)
+    NEEDS_DATA: "the profile reads a paper's own data set or model, which the project never downloads: "
+                "`neurips25 data where NAME` says which files to put where (data/external/NAME/ or NEURIPS25_DATA), "
+                "then `neurips25 data verify NAME`",
     NEEDS_CUDA: "the full profile of a gpu artefact needs a GPU and none is available here: run it on a machine with "
                 "CUDA (or a Dask cluster: --executor dask --device cuda), or pass --device cpu to run it on the CPU "
                 "anyway",
 }
+
+
+def data_needs(art: Artefact, profile: str) -> list[str]:
+    "'needs data: NAME (missing)' for each external source the profile needs and this machine lacks (no hashing)."
+    from neurips25.sources.registry import status
+    return [f"{NEEDS_DATA}: {n} (missing)" for n in art.needs.get(profile, []) if status(n) == "missing"]
 
 
 def needs_hints(jobs: list[Job]) -> list[str]:
@@ -119,6 +130,7 @@ def plan(selectors: list[str] | None = None,  # series/artefact names (empty: al
         needs, run_dev = [], dev
         if profile == "full" and art.gpu and dev != "cuda" and device != "cpu":
             needs, run_dev = [NEEDS_CUDA], "cuda"      # planned where it belongs; a real run refuses (run_jobs)
+        needs += data_needs(art, profile)
         key = run_key(art, params, profile, run_dev)
         m = read_manifest(run_dir(art, profile, outputs, overrides))
         job = Job(art, profile, params, run_dev, key, "run", overrides=overrides,

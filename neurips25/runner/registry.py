@@ -20,7 +20,7 @@ __all__ = ['PROFILES', 'TOP_KEYS', 'ARTEFACT_KEYS', 'PARAM_TYPES', 'FIXTURE_RUNS
 # %% ../../nbs/01a_registry.ipynb #4c060781
 PROFILES = core.PROFILES
 TOP_KEYS = ("series", "module", "paper", "artefacts")       # the keys a runs.yaml may have at the top level
-ARTEFACT_KEYS = ("notebook", "paper_ref", "gpu", *PROFILES)  # and per artefact
+ARTEFACT_KEYS = ("notebook", "paper_ref", "gpu", "needs", *PROFILES)  # and per artefact
 PARAM_TYPES = ("int", "float", "bool", "str")                 # the annotations a parameters cell may use
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")            # artefact names: a plain folder name
 _MODULE = re.compile(r"^[a-z_][a-z0-9_]*$")
@@ -40,6 +40,7 @@ class Artefact:
     gpu: bool                   # whether the full profile needs a GPU
     profiles: dict              # profile -> parameter dict
     module: str | None = None   # the series' subpackage (neurips25.<module>), if any
+    needs: dict = field(default_factory=dict)  # profile -> external sources it needs (neurips25.sources)
 
     @property
     def id(self) -> str:
@@ -66,6 +67,28 @@ def _check_scalar(v, where: str):
     if isinstance(v, float) and not math.isfinite(v):
         raise RunnerError(f"{where}: {v!r} is not a finite number")
     return v
+
+
+def _load_needs(v, where: str) -> dict:
+    "`needs: [source, ...]` (every profile) or `needs: {profile: [source, ...]}`: registered source names."
+    from neurips25.sources.registry import SOURCES
+    if v is None:
+        return {}
+    if isinstance(v, list):
+        v = {p: v for p in PROFILES}
+    if not isinstance(v, dict) or set(v) - set(PROFILES):
+        raise RunnerError(f"{where}: 'needs' must be a list of data sources or a mapping profile -> list "
+                          f"(profiles: {', '.join(PROFILES)}), got {v!r}")
+    out = {}
+    for p, names in v.items():
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise RunnerError(f"{where}: 'needs' of profile {p!r} must be a list of source names, got {names!r}")
+        unknown = [n for n in names if n not in SOURCES]
+        if unknown:
+            raise RunnerError(f"{where}: 'needs' names unknown data source(s) {unknown} "
+                              "(see `neurips25 data list`)")
+        out[p] = list(names)
+    return out
 
 
 def _load_artefact(path: Path, folder: str, module, name, a) -> Artefact:
@@ -100,7 +123,7 @@ def _load_artefact(path: Path, folder: str, module, name, a) -> Artefact:
             _check_scalar(x, f"{where}: profile {p!r}: parameter {k!r}")
         profiles[p] = dict(v)
     return Artefact(series=folder, name=name, notebook=nb_path, paper_ref=str(ref), gpu=gpu,
-                    profiles=profiles, module=module)
+                    profiles=profiles, module=module, needs=_load_needs(a.get("needs"), where))
 
 
 def load_series(path: Path) -> Series:
