@@ -2,7 +2,7 @@
 
 # %% ../../nbs/01e_cli.ipynb #b8e9a71a
 from __future__ import annotations
-import argparse, configparser, json, math, sys
+import argparse, configparser, json, math, os, sys
 from pathlib import Path
 
 from .. import core
@@ -70,7 +70,8 @@ def cmd_list(args) -> int:
                   f"nbs/{s.folder}/{a.notebook.name}")
             print(f"        parameters: {', '.join(declared)}")
             for prof in PROFILES:
-                print(f"        {prof:6s} {json.dumps(a.profiles[prof])}")
+                data = f"  needs data: {', '.join(a.needs[prof])}" if a.needs.get(prof) else ""
+                print(f"        {prof:6s} {json.dumps(a.profiles[prof])}{data}")
     if not args.targets:
         _warn_broken("list", broken)
     return 2 if broken and not args.targets else 0
@@ -168,7 +169,8 @@ def _data_list(sources, reg) -> int:
         found = [p for ps in sources.layout_files(name).values() for p in ps]
         disk = f"{sum(p.stat().st_size for p in found) / 1e6:.1f} MB" if found else "-"
         print(f"{name:22} {st:10} {disk:>10}  {','.join(s.papers):9} {', '.join(sources.used_by(name, reg)) or '-'}")
-    print(f"(root: {core.DATA_PATH / 'external'}/<source>, or $NEURIPS25_DATA/<source>, or $NEURIPS25_DATA_<SOURCE>)")
+    base = sources.source_root("tofu").parent if not os.environ.get(sources.SOURCES["tofu"].env_var) else None
+    print(f"(roots: {base or '$NEURIPS25_DATA'}/<source>, unless $NEURIPS25_DATA_<SOURCE> names another folder)")
     return 0
 
 
