@@ -664,3 +664,28 @@ def test_full_dry_run_names_missing_data(monkeypatch, tmp_path, capsys):
         line = next(ln for ln in out.splitlines() if f" {art} [full" in ln)
         for n in names:
             assert f"needs data: {n} (missing)" in line, line
+
+
+def test_hugging_face_snapshot_hashes_verify_without_pinning(source):
+    """`hf download --local-dir` records each file's etag (sha256 for LFS files, git blob sha1 otherwise) in
+    .cache/huggingface/download/<file>.metadata: those are the distributor's hashes, checked without a pin."""
+    root = source("tofu")
+    files = ["forget10/train-00000-of-00001.parquet", "retain90/train-00000-of-00001.parquet"]
+    for f in files:
+        write_parquet(root / f, question=["q?"], answer=[f])
+    assert R.verify("tofu")["status"] == "unverified"
+    meta = root / ".cache" / "huggingface" / "download"
+    for i, f in enumerate(files):
+        p = root / f
+        etag = (hashlib.sha256(p.read_bytes()).hexdigest() if i == 0 else
+                hashlib.sha1(b"blob %d\0" % p.stat().st_size + p.read_bytes()).hexdigest())
+        (meta / f).parent.mkdir(parents=True, exist_ok=True)
+        (meta / f"{f}.metadata").write_text(f"{'c' * 40}\n{etag}\n1712656091.123\n")
+    rep = R.verify("tofu")
+    assert rep["status"] == "verified" and "Hugging Face snapshot hashes" in rep["checked"]
+    assert R.status("tofu") == "verified"
+    corrupt(root / files[1])
+    assert R.status("tofu") == "unverified"
+    with pytest.raises(SourceError, match="retain90/train-00000-of-00001.parquet: git blob sha1 .* \\(recorded by the "
+                                          "Hugging Face snapshot"):
+        L.load_hf_split("tofu", "forget10")
