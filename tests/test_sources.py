@@ -689,3 +689,15 @@ def test_hugging_face_snapshot_hashes_verify_without_pinning(source):
     with pytest.raises(SourceError, match="retain90/train-00000-of-00001.parquet: git blob sha1 .* \\(recorded by the "
                                           "Hugging Face snapshot"):
         L.load_hf_split("tofu", "forget10")
+
+
+def test_tofu_older_json_layout(source):
+    """The TOFU snapshot's older layout: one JSON-lines file per config (forget10.json) instead of parquet folders."""
+    root = source("tofu")
+    for c in ("forget10", "retain90"):
+        (root / f"{c}.json").write_text(json.dumps({"question": f"{c}?", "answer": "yes"}) + "\n")
+    assert R.status("tofu") == "unverified"
+    assert L.load_hf_split("tofu", "forget10", columns=["question", "answer"])["question"] == ["forget10?"]
+    (root / "retain90.json").unlink()
+    with pytest.raises(SourceError, match=r"missing retain90/\*.parquet"):
+        L.load_hf_split("tofu", "forget10")
