@@ -701,3 +701,16 @@ def test_tofu_older_json_layout(source):
     (root / "retain90.json").unlink()
     with pytest.raises(SourceError, match=r"missing retain90/\*.parquet"):
         L.load_hf_split("tofu", "forget10")
+
+
+def test_crystals_under_the_older_p05_folder(monkeypatch, tmp_path):
+    """P05's loader looked in data/crystals/<name>/ first: that folder is the source's root when
+    data/external/<name>/ is absent (and no variable overrides it)."""
+    monkeypatch.delenv("NEURIPS25_DATA", raising=False)
+    monkeypatch.delenv("NEURIPS25_DATA_MP_20", raising=False)
+    monkeypatch.setattr(R.core, "DATA_PATH", tmp_path)
+    assert R.source_root("mp_20") == tmp_path / "external" / "mp_20"
+    (tmp_path / "crystals" / "mp_20").mkdir(parents=True)
+    assert R.source_root("mp_20") == tmp_path / "crystals" / "mp_20"
+    (tmp_path / "external" / "mp_20").mkdir(parents=True)
+    assert R.source_root("mp_20") == tmp_path / "external" / "mp_20"
