@@ -292,7 +292,9 @@ def test_celeba(source):
     c = L.load_celeba("train")
     assert c.attrs.shape == (2, 40) and set(np.unique(c.attrs.to_numpy())) <= {0, 1}
     assert c.attrs.iloc[0, 0] == 1 and c.attrs.iloc[0, 1] == 0                    # +1 -> 1, -1 -> 0
-    assert len(c.images) == 2 and c.images[0][0].shape == (218, 178, 3)
+    assert len(c) == 2 and c.images[0][0].shape == (218, 178, 3)
+    img, attrs = c[1]
+    assert img.shape == (218, 178, 3) and attrs.tolist() == c.attrs.iloc[1].tolist() and len(attrs) == 40
     assert len(L.load_celeba("test").attrs) == 1
     corrupt(root / "list_eval_partition.txt")
     with pytest.raises(SourceError, match="list_eval_partition.txt: md5"):
