@@ -716,3 +716,16 @@ def test_crystals_under_the_older_p05_folder(monkeypatch, tmp_path):
     assert R.source_root("mp_20") == tmp_path / "crystals" / "mp_20"
     (tmp_path / "external" / "mp_20").mkdir(parents=True)
     assert R.source_root("mp_20") == tmp_path / "external" / "mp_20"
+
+
+def test_a_real_run_refuses_before_any_kernel_starts(monkeypatch, tmp_path, capsys):
+    from neurips25.runner.cli import main
+    from neurips25.runner.registry import make_fixture
+    root = make_fixture(tmp_path / "repo")
+    y = root / "nbs" / "p98_fix" / "runs.yaml"
+    y.write_text(y.read_text().replace("    gpu: false", "    gpu: false\n    needs: {full: [tofu]}"))
+    monkeypatch.setenv("NEURIPS25_DATA_TOFU", str(tmp_path / "no_tofu"))
+    rc = main(["--root", str(root), "reproduce", "p98/fig_a", "--profile", "full", "--device", "cpu"])
+    err = capsys.readouterr().err
+    assert rc != 0 and "p98_fix/fig_a [full]: needs data: tofu (missing)" in err and "neurips25 data where" in err, err
+    assert not (root / "outputs" / "p98_fix").exists()
