@@ -6,14 +6,15 @@ __all__ = ['SpaceGroup', 'WyckoffPosition', 'space_group', 'wyckoff_position', '
            'score_norm_mc', 'chi_mean', 'symmetrize_field', 'symmetrize_cell', 'equivariance_errors',
            'projector_errors', 'LatticeGrid', 'LENGTH_RANGES', 'ANGLE_RANGE', 'bravais_spec', 'free_mask',
            'apply_bravais', 'cell_volume', 'gamma_interval', 'gamma_mask', 'sample_lattice', 'LatticeSample',
-           'AsymCrystal', 'from_structure', 'SymmetryError', 'package_structures', 'dedup_structures',
-           'load_crystal_csv', 'load_shared_sample', 'DATASETS', 'random_crystal', 'matched_random_crystal',
-           'perturbed_structure', 'structure_validity', 'smact_validity', 'fingerprints', 'coverage', 'wdist_density',
-           'wdist_nelements', 'match_rate_rmse', 'unique_mask', 'novel_mask', 'sg_preservation', 'spacegroup_of',
-           'evaluate', 'COV_CUTOFFS', 'ProxyHull', 'chgnet_energy', 'build_hull', 'e_hull_proxy', 'stability_proxy',
-           'pf_log_likelihood', 'coords_log_likelihood', 'uniform_prior_logp', 'SpaceGroupPrior', 'element_symbols',
-           'element_token', 'LatticeSampler', 'WyckoffTransformer', 'CoordScoreModel', 'ScoreNorm', 'PeriodicGNN',
-           've_sigmas', 'make_batch', 'coord_loss', 'pc_sample', 'build_structures', 'wrapped_score', 'SGEquiDiff',
+           'AsymCrystal', 'from_structure', 'SymmetryError', 'package_structures', 'package_crystals',
+           'dedup_structures', 'load_crystal_csv', 'load_mp20', 'mp20_folder', 'MP20_SOURCE', 'load_shared_sample',
+           'DATASETS', 'random_crystal', 'matched_random_crystal', 'perturbed_structure', 'structure_validity',
+           'smact_validity', 'fingerprints', 'coverage', 'wdist_density', 'wdist_nelements', 'match_rate_rmse',
+           'unique_mask', 'novel_mask', 'sg_preservation', 'spacegroup_of', 'evaluate', 'COV_CUTOFFS', 'ProxyHull',
+           'chgnet_energy', 'build_hull', 'e_hull_proxy', 'stability_proxy', 'pf_log_likelihood',
+           'coords_log_likelihood', 'uniform_prior_logp', 'SpaceGroupPrior', 'element_symbols', 'element_token',
+           'LatticeSampler', 'WyckoffTransformer', 'CoordScoreModel', 'ScoreNorm', 'PeriodicGNN', 've_sigmas',
+           'make_batch', 'coord_loss', 'pc_sample', 'build_structures', 'wrapped_score', 'SGEquiDiff',
            'SGEquiDiffConfig', 'full_config', 'train_sgequidiff', 'fit_discrete', 'fit_coords', 'encode_crystals',
            'synthetic_crystals', 'load_training_data', 'symmetry_report', 'ops_preserved', 'CrystalSet', 'Sample']
 
@@ -25,8 +26,9 @@ from .symmetry import (SpaceGroup, WyckoffPosition, space_group, wyckoff_positio
 from .lattice import (LatticeGrid, LENGTH_RANGES, ANGLE_RANGE, bravais_spec, free_mask, apply_bravais,
                                          cell_volume, gamma_interval, gamma_mask, sample_lattice, LatticeSample)
 from .representation import AsymCrystal, from_structure, SymmetryError
-from .data import (package_structures, dedup_structures, load_crystal_csv, load_shared_sample, DATASETS,
-                                      random_crystal, matched_random_crystal, perturbed_structure)
+from .data import (package_structures, package_crystals, dedup_structures, load_crystal_csv, load_mp20,
+                                      mp20_folder, MP20_SOURCE, load_shared_sample, DATASETS, random_crystal,
+                                      matched_random_crystal, perturbed_structure)
 from .metrics import (structure_validity, smact_validity, fingerprints, coverage, wdist_density,
                                          wdist_nelements, match_rate_rmse, unique_mask, novel_mask, sg_preservation,
                                          spacegroup_of, evaluate, COV_CUTOFFS)
@@ -36,7 +38,8 @@ _all_ = ["SpaceGroup", "WyckoffPosition", "space_group", "wyckoff_position", "cr
          "score_norm_mc", "chi_mean", "symmetrize_field", "symmetrize_cell", "equivariance_errors", "projector_errors",
          "LatticeGrid", "LENGTH_RANGES", "ANGLE_RANGE", "bravais_spec", "free_mask", "apply_bravais", "cell_volume",
          "gamma_interval", "gamma_mask", "sample_lattice", "LatticeSample", "AsymCrystal", "from_structure",
-         "SymmetryError", "package_structures", "dedup_structures", "load_crystal_csv", "load_shared_sample", "DATASETS",
+         "SymmetryError", "package_structures", "package_crystals", "dedup_structures", "load_crystal_csv", "load_mp20",
+         "mp20_folder", "MP20_SOURCE", "load_shared_sample", "DATASETS",
          "random_crystal", "matched_random_crystal", "perturbed_structure", "structure_validity", "smact_validity",
          "fingerprints", "coverage", "wdist_density", "wdist_nelements", "match_rate_rmse", "unique_mask", "novel_mask",
          "sg_preservation", "spacegroup_of", "evaluate", "COV_CUTOFFS", "ProxyHull", "chgnet_energy", "build_hull", "e_hull_proxy",

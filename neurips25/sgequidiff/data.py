@@ -12,8 +12,9 @@ from .lattice import apply_bravais, bravais_spec, cell_volume
 from .representation import AsymCrystal, from_structure, SymmetryError
 
 # %% auto #0
-__all__ = ['DATASETS', 'SHARED_SAMPLES', 'ELEMENT_POOL', 'package_structures', 'dedup_structures', 'load_crystal_csv',
-           'load_shared_sample', 'random_crystal', 'matched_random_crystal', 'perturbed_structure']
+__all__ = ['DATASETS', 'SHARED_SAMPLES', 'MP20_SOURCE', 'ELEMENT_POOL', 'package_structures', 'package_crystals',
+           'dedup_structures', 'load_crystal_csv', 'mp20_folder', 'load_mp20', 'load_shared_sample', 'random_crystal',
+           'matched_random_crystal', 'perturbed_structure']
 
 # %% ../../nbs/p05_sgequidiff/03_data.ipynb #850bf128
 def _site_packages(mod: str) -> Path:
@@ -59,6 +60,16 @@ def package_structures(sources: tuple = ("pymatgen", "aflow", "robocrys", "ase")
                 add(src, f"{sym} ({rs['symmetry']})", AseAtomsAdaptor.get_structure(atoms))
         else: raise ValueError(f"unknown source {src!r}: use pymatgen, aflow, robocrys or ase")
     return out, skipped
+
+def package_crystals(max_atoms: int | None = None,   # keep structures with at most this many atoms (None or 0: all)
+                     sources: tuple = ("pymatgen", "aflow", "robocrys", "ase"),  # which collections (default: all of them)
+                    ) -> list:
+    "The de-duplicated package-shipped Structures with at most `max_atoms` atoms, elements only: the real data of the small and medium profiles."
+    recs = [r for r in package_structures(sources)[0] if not max_atoms or len(r[2]) <= max_atoms]
+    out = []
+    for _, _, s in dedup_structures(recs)[0]:
+        s = s.copy(); s.remove_oxidation_states(); out.append(s)    # as in the benchmark CSVs (pymatgen's carry some)
+    return out
 
 def dedup_structures(records: list, matcher=None) -> tuple[list, list]:
     "Remove duplicates (StructureMatcher within equal reduced formulas): (kept records, [(dropped, duplicate of)])."
@@ -110,7 +121,7 @@ def _read_cif_csv(path: Path, limit: int | None = None) -> list[dict]:
 
 def load_crystal_csv(name: str,                 # mp_20 | perov_5 | carbon_24 | mpts_52
                      split: str = "test",       # train | val | test
-                     root: Path | str | None = None,  # folder with {split}.csv (default data/crystals/<name>/)
+                     root: Path | str | None = None,  # folder with {split}.csv (default: the data layer's root of `name`)
                      limit: int | None = None,  # read only the first rows (no row-count check then)
                      sha256: str | None = None, # expected checksum of the file, when known
                     ) -> list[dict]:
@@ -118,7 +129,10 @@ def load_crystal_csv(name: str,                 # mp_20 | perov_5 | carbon_24 | 
     if name not in DATASETS: raise ValueError(f"unknown dataset {name!r}: use one of {sorted(DATASETS)}")
     info = DATASETS[name]
     if split not in info["splits"]: raise ValueError(f"unknown split {split!r}: use train, val or test")
-    root = Path(root) if root is not None else DATA_PATH / "crystals" / name
+    if root is None:
+        from neurips25.sources.registry import source_root
+        root = source_root(name)                                        # data/external/<name>/ (or $NEURIPS25_DATA[_<NAME>])
+    root = Path(root)
     p = data_file(root / f"{split}.csv", sha256=sha256, source=info["source"].format(split=split),
                   obtain=f"download it from the repository named in the source into {root}/ (the files are not shipped offline)")
     rows = _read_cif_csv(p, limit)
@@ -126,12 +140,39 @@ def load_crystal_csv(name: str,                 # mp_20 | perov_5 | carbon_24 | 
         raise ValueError(f"{p} has {len(rows)} rows; the published {name} {split} split has {info['splits'][split]}")
     return rows
 
+MP20_SOURCE = "mp_20"   # the data layer's registered MP-20 source (neurips25.sources): data/external/mp_20/
+
+def mp20_folder(source: str,   # the user's MP-20 source: "mp_20" (the data layer's root) or a folder with {train,val,test}.csv
+               ) -> Path:
+    "The folder of the user's MP-20 CSVs that `source` names; an empty name is an error (no MP-20 source given)."
+    from neurips25.sources.registry import source_root
+    if not source:
+        raise ValueError("this run asks for MP-20 crystals but names no MP-20 source: set mp20_source=mp_20 (CDVAE's "
+                         f"data/mp_20/{{train,val,test}}.csv put in {source_root('mp_20')}/; `neurips25 data where mp_20`) "
+                         "or to a folder holding them")
+    if source == MP20_SOURCE: return source_root("mp_20")
+    p = Path(source).expanduser()
+    return p if p.is_absolute() else DATA_PATH.parent / p
+
+def load_mp20(source: str,                 # the user's MP-20 source (see mp20_folder)
+              split: str = "test",         # train | val | test
+              limit: int | None = None,    # read only the first rows (no row-count check then)
+             ) -> list[dict]:
+    "Rows of the user's MP-20 split through the data layer (verified; never a substitute: a missing file is one clear error)."
+    from neurips25.sources.loaders import load_crystals
+    return load_crystals("mp_20", split, root=mp20_folder(source), limit=limit).to_dict("records")
+
 def load_shared_sample(name: str = "mp_20") -> list[dict]:
-    "The first rows of the real MP-20 / Perov-5 test split from ../shared/data/crystals/ (sha256-checked)."
+    "Tests and benchmarks only: the first rows of the real MP-20 / Perov-5 test split in ../shared/data/crystals/ (sha256-checked)."
+    import os
+    if os.environ.get("NEURIPS25_ARTEFACT"):
+        raise RuntimeError(f"load_shared_sample is for tests and benchmarks only, but artefact {os.environ['NEURIPS25_ARTEFACT']} "
+                           "called it: a profile's artefact may not read ../shared (use package_crystals or mp20_source)")
     if name not in SHARED_SAMPLES: raise ValueError(f"no shared sample for {name!r}: use one of {sorted(SHARED_SAMPLES)}")
     fname, sha, n = SHARED_SAMPLES[name]
     p = data_file(SHARED_DATA / "crystals" / fname, sha256=sha, source="first rows of the published test split (see its README)",
-                  obtain="it lives beside the checkout in ../shared/data/crystals/ (not part of the project)")
+                  obtain="it lives beside the checkout in ../shared/data/crystals/ (not part of the project; "
+                         "$NEURIPS25_SHARED_DATA points elsewhere); only tests and benchmarks read it")
     rows = _read_cif_csv(p)
     if len(rows) != n: raise ValueError(f"{p} has {len(rows)} rows, expected {n}")
     return rows

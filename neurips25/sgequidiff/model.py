@@ -105,11 +105,12 @@ def synthetic_crystals(n: int, sgs=(2, 12, 14, 62, 139, 166, 194, 225), seed: in
     return out
 
 # %% ../../nbs/p05_sgequidiff/07_train_sample.ipynb #152e311d
-def load_training_data(dataset: str = "synthetic",   # synthetic | package | package+mp20
-                       n: int = 200,                 # synthetic: number of crystals (ignored for real data)
+def load_training_data(dataset: str = "synthetic",   # synthetic | package | package+mp20 | mp_20
+                       n: int = 200,                 # synthetic: number of crystals; mp_20: held-out test crystals
                        seed: int = 0,
                        cfg: SGEquiDiffConfig = SGEquiDiffConfig(),
                        symprec: float = 0.1,         # spglib tolerance for real structures (DiffCSP: 0.1 for MP-20)
+                       mp20_source: str = "",        # the user's MP-20 source (data.mp20_folder): package+mp20 and mp_20 need it
                       ) -> dict:
     "dict(train=, test= (CrystalSets), train_structs=, test_structs= (Structures), train_asym=, refused=int, source=str); mp_20: n = test size."
     if dataset == "synthetic":
@@ -120,16 +121,18 @@ def load_training_data(dataset: str = "synthetic",   # synthetic | package | pac
                     test_structs=[c.to_structure() for c in te], train_asym=tr,
                     refused=len(ref), source=f"synthetic ({n} random symmetric crystals, 8 groups)")
     if dataset not in ("package", "package+mp20", "mp_20"): raise ValueError(f"dataset must be synthetic, package, package+mp20 or mp_20, got {dataset!r}")
-    from neurips25.sgequidiff.data import package_structures, load_shared_sample, load_crystal_csv
+    if dataset == "package" and mp20_source:
+        raise ValueError(f"mp20_source={mp20_source!r} is set but dataset='package' reads no MP-20: use dataset='package+mp20' or 'mp_20'")
+    from neurips25.sgequidiff.data import package_crystals, load_mp20
     from neurips25.sgequidiff.representation import from_structure
-    if dataset == "mp_20":                                             # the full benchmark (CSVs not shipped: clear error if absent)
-        tr_s = [r["structure"] for r in load_crystal_csv("mp_20", "train")]
-        te_s = [r["structure"] for r in load_crystal_csv("mp_20", "test")][: max(n, 1)]
-    else: real = [s for _, _, s in package_structures()[0] if len(s) <= (cfg.max_sites or 10 ** 6)]
+    if dataset == "mp_20":                                             # the full benchmark (the user's CSVs: clear error if absent)
+        tr_s = [r["structure"] for r in load_mp20(mp20_source, "train")]
+        te_s = [r["structure"] for r in load_mp20(mp20_source, "test")][: max(n, 1)]
+    else:
+        mp = [r["structure"] for r in load_mp20(mp20_source, "test", limit=100)] if dataset == "package+mp20" else []
+        real = package_crystals(cfg.max_sites)                         # de-duplicated, <= max_sites atoms (all if 0/None)
     if dataset == "package": tr_s, te_s = real[0::2], real[1::2]
-    elif dataset == "package+mp20":
-        mp = [r["structure"] for r in load_shared_sample("mp_20")]
-        tr_s, te_s = real + mp[0::2], mp[1::2]
+    elif dataset == "package+mp20": tr_s, te_s = real + mp[0::2], mp[1::2]
     def asu(structs):
         out, bad = [], 0
         for s in structs:

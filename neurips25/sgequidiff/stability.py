@@ -65,6 +65,7 @@ class ProxyHull:
     def e_above_hull(self, composition, energy_per_atom: float) -> float:
         "Energy above the hull of the composition's chemical system (eV/atom); NaN if an element lacks a reference."
         from pymatgen.entries.computed_entries import ComputedEntry
+        composition = composition.element_composition                 # oxidation states (Li+, O2-) are no hull terminals
         pd = self.phase_diagram(frozenset(e.symbol for e in composition.elements))
         if pd is None: return float("nan")
         return float(pd.get_e_above_hull(ComputedEntry(composition, energy_per_atom * composition.num_atoms), allow_negative=True))
@@ -75,7 +76,7 @@ def build_hull(reference: list, device: str = "auto") -> ProxyHull:
     els = sorted({e.symbol for s in reference for e in s.composition.elements})
     allref = list(reference) + elemental_references(els, extra=reference)
     E = chgnet_energy(allref, device=device)
-    return ProxyHull([ComputedEntry(s.composition, float(e) * len(s)) for s, e in zip(allref, E)])
+    return ProxyHull([ComputedEntry(s.composition.element_composition, float(e) * len(s)) for s, e in zip(allref, E)])
 
 def e_hull_proxy(structs: list, hull: ProxyHull, device: str = "auto") -> np.ndarray:
     "CHGNet energy above the proxy hull (eV/atom); NaN where the hull lacks an element of the structure."
