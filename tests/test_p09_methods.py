@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from neurips25 import lm
+from neurips25.testing import assert_close_or_below, unit_roundoff
 from neurips25.unlearning.methods import (ALL_METHODS, GRIDS, METHODS, AltPO, IdkDPO, NPO, RMU, SimNPO, UNDIAL,
                                           alternates_from_perturbed, benchmark_main, default_alternates, dpo_loss,
                                           get_method, method_grid, resolve_layer, unlearn)
@@ -167,5 +168,17 @@ def test_one_trainer_step_equals_a_hand_written_adamw_step(toy):
                              {"params": [p for p in hand.parameters() if p.ndim < 2], "weight_decay": 0.0}],
                             lr=1e-3, betas=(0.9, 0.999))
     loss.backward(); torch.nn.utils.clip_grad_norm_(list(hand.parameters()), 1.0); opt.step()
+    # AdamW's first step moves a weight by lr * g / (|g| + eps) (bias-corrected m = g, v = g^2), whose slope
+    # lr * eps / (|g| + eps)^2 reaches lr / eps = 1e5 at g = 0: the float32 gradients of the trainer's path and of this
+    # one differ by rounding (a near-0 entry is a cancellation of terms up to max|g|; 0.16 u32 max|g| measured with
+    # AVX2 kernels), which moves a weight with |g| ~ eps by up to ~1e-5 differently. The propagated difference, with
+    # dg = 4 u32 max|g|, is added to atol/rtol; it is negligible (< 1e-8) wherever |g| > 1e-5.
+    grads = {n: q.grad.detach().double() for n, q in hand.named_parameters()}
+    dg = 4 * unit_roundoff(np.float32) * max(float(g.abs().max()) for g in grads.values())
+    loose = n_el = 0
     for (n, p), (_, q) in zip(loop.named_parameters(), hand.named_parameters()):
-        assert torch.allclose(p, q, atol=1e-6, rtol=1e-5), n
+        adam = 1e-3 * 1e-8 * dg / (grads[n].abs() + 1e-8) ** 2                 # lr * eps * dg / (|g| + eps)^2
+        slack = 1e-6 + 1e-5 * q.detach().double().abs() + adam
+        assert_close_or_below((p - q).detach().double().abs().numpy(), slack.numpy(), rtol=0, msg=n)
+        loose += int((adam > 1e-6).sum()); n_el += q.numel()
+    assert loose < 0.01 * n_el, (loose, n_el)                                   # the extra slack is the exception
