@@ -268,7 +268,7 @@ def test_report_rendering_and_readme_status(ran_small):
     rep = (ran_small / "outputs" / "REPORT.md").read_text()
     assert "## <a id=\"p98_fix\"></a>P98 — Fixture paper" in rep
     assert "| fig_a | Fig. 1 | small | ✓ | ok |" in rep and "| tab_b | Table 2 | small | ✓ | ok |" in rep
-    assert "[params.md](p98_fix/fig_a/small/params.md)" in rep
+    assert "[params.csv](p98_fix/fig_a/small/params.csv)" in rep
     assert ("| **reproduced** | fig_a | preregistered | **n_positive**: n is positive | qualitative | 3 | — | — | n > 0 | "
             "— |") in rep                                                            # no git here: no stamp
     assert "| **total** | | 2 | 0 | 0 | 0 | 2 | 0 | 0 | 0 | 0 | 0 pass, 0 fail |" in rep

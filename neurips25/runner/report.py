@@ -112,7 +112,7 @@ def _status(r: dict) -> str:
 
 def _files(r: dict, outputs: Path) -> str:
     files = [x["path"] for x in (r["good"] or {}).get("files", [])
-             if x["path"].endswith((".png", ".md")) and x["path"] != "README.md" and (r["dir"] / x["path"]).is_file()]
+             if x["path"].endswith((".png", ".csv")) and (r["dir"] / x["path"]).is_file()]
     links = [f"[{Path(x).name}]({os.path.relpath(r['dir'] / x, outputs).replace(os.sep, '/')})" for x in files]
     return ", ".join(links) or "—"
 
