@@ -250,6 +250,22 @@ def test_skip_if_unchanged_and_force(ran_small):
     assert "RUN  p98_fix/tab_b" in out and "changed since the last success" in out
 
 
+def test_dry_run_shows_expected_times_from_the_last_manifests(ran_small):
+    # issue 36: a changed run shows how long its last success took, and the plan its expected total and wall time
+    for name in ("fig_a", "tab_b"):
+        write_notebook(ran_small / "nbs" / "p98_fix" / f"1{0 if name == 'fig_a' else 1}_{name}.ipynb", name,
+                       extra="y = 2\n")
+    took = {n: manifest(out_dir(ran_small, n, "small"))["duration_s"] for n in ("fig_a", "tab_b")}
+    rc, out, _ = cli(ran_small, "reproduce", "p98", "--profile", "small", "--dry-run", "--jobs", "2")
+    assert rc == 0 and out.count("; last took ") == 2, out
+    m = re.search(r"expected: 2 run\(s\), (\d+) s of runs \(their last successful times\), about (\d+) s wall "
+                  r"with --jobs 2$", out, re.M)
+    assert m, out
+    assert int(m[1]) == round(sum(took.values())) and int(m[2]) == round(max(took.values()))
+    rc, out, _ = cli(ran_small, "reproduce", "p98", "--profile", "medium", "--dry-run")   # never ran at medium
+    assert "expected: 2 run(s), none ran before at this profile, so no time is known" in out
+
+
 def test_failure_with_the_same_run_key_is_kept(ran_small):
     # defect 4: a failure of the very inputs of the good result (a flaky run) is evidence, not a superseded version
     (job,) = plan(["p98/fig_a"], "small", None, "cpu", root=ran_small, outputs=ran_small / "outputs")

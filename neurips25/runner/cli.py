@@ -7,7 +7,8 @@ from pathlib import Path
 
 from .. import core
 from .registry import PROFILES, RunnerError, load_registry, notebook_parameters, parse_sets, select
-from .executors import Terminated, install_signal_handlers, needs_hints, plan, run_jobs, summarize
+from .executors import (Terminated, install_signal_handlers, needs_hints, plan, plan_estimate, run_jobs,
+                                        summarize)
 from .report import write_report, status_rows
 from ..docsync import update_status_block, sync_index
 
@@ -87,6 +88,7 @@ def cmd_reproduce(args) -> int:
         _warn_broken("reproduce", broken)
     for j in jobs:
         print(j.line())
+    print(plan_estimate(jobs, args.jobs))
     status = 2 if broken and not args.targets else 0
     if args.dry_run:
         for h in needs_hints(jobs):

@@ -19,10 +19,10 @@ from .store import (
 from .claims import registry_stamps
 
 # %% auto #0
-__all__ = ['NEEDS_CUDA', 'NEEDS_DATA', 'NEEDS_HINTS', 'Job', 'data_needs', 'needs_hints', 'blocked_message', 'resolve_device',
-           'plan', 'usable_cpus', 'kernel_threads', 'Terminated', 'install_signal_handlers', 'base_manifest',
-           'failure_manifest', 'run_environment', 'execute', 'guarded_execute', 'run_local', 'run_dask', 'run_jobs',
-           'summarize']
+__all__ = ['NEEDS_CUDA', 'NEEDS_DATA', 'NEEDS_HINTS', 'Job', 'fmt_duration', 'data_needs', 'needs_hints', 'blocked_message',
+           'resolve_device', 'plan', 'schedule', 'expected_wall', 'plan_estimate', 'usable_cpus', 'kernel_threads',
+           'Terminated', 'install_signal_handlers', 'base_manifest', 'failure_manifest', 'run_environment', 'execute',
+           'guarded_execute', 'start_threads', 'run_local', 'run_dask', 'run_jobs', 'summarize']
 
 # %% ../../nbs/01c_executors.ipynb #6b929c8e
 @dataclass
@@ -38,6 +38,7 @@ class Job:
     overrides: dict = field(default_factory=dict)   # the --set values (text), if any
     effective: dict = field(default_factory=dict)   # every declared parameter with the value it runs with
     needs: list = field(default_factory=list)       # why it cannot run here: "needs CUDA", "needs data: X (missing)"
+    expected_s: float | None = None                 # how long its last successful run at this slot took (None: never)
 
     @property
     def slot(self) -> str:
@@ -47,8 +48,14 @@ class Job:
         "The job's line in the printed plan; what it still needs goes in one bracket at the end."
         sets = f" --set {json.dumps(self.overrides)} -> {self.slot}/" if self.overrides else ""
         needs = f"  [{'; '.join(self.needs)}]" if self.needs else ""
+        took = f"; last took {fmt_duration(self.expected_s)}" if self.action == "run" and self.expected_s else ""
         return (f"  {'RUN ' if self.action == 'run' else 'skip'} {self.art.id} [{self.profile}, {self.device}] "
-                f"{json.dumps(self.params)}{sets}  ({self.reason}){needs}")
+                f"{json.dumps(self.params)}{sets}  ({self.reason}{took}){needs}")
+
+
+def fmt_duration(s: float) -> str:
+    "45 s, 12.3 min, 1.5 h."
+    return f"{s:.0f} s" if s < 90 else f"{s / 60:.1f} min" if s < 5400 else f"{s / 3600:.1f} h"
 
 
 NEEDS_CUDA = "needs CUDA"
@@ -134,7 +141,8 @@ def plan(selectors: list[str] | None = None,  # series/artefact names (empty: al
         key = run_key(art, params, profile, run_dev)
         m = read_manifest(run_dir(art, profile, outputs, overrides))
         job = Job(art, profile, params, run_dev, key, "run", overrides=overrides,
-                  effective=effective_parameters(params, declared))
+                  effective=effective_parameters(params, declared),
+                  expected_s=m.get("duration_s") if m and m.get("status") == "ok" else None)
         if not force and m and m.get("status") == "ok" and m.get("run_key") == key:
             job.action, job.reason = "skip", "unchanged since its last success"
         elif force:
@@ -149,6 +157,37 @@ def plan(selectors: list[str] | None = None,  # series/artefact names (empty: al
     if errors:
         raise RunnerError("\n".join(errors))
     return jobs
+
+
+def schedule(todo: list[Job]) -> list[Job]:
+    "The order runs start in: longest expected first (its last successful run at that slot); never-timed runs first."
+    # Longest-first keeps one long notebook from starting last and running alone while the other cores sit idle; a
+    # run with no earlier time may be the longest, so it starts before every timed one (registry order among them).
+    return sorted(todo, key=lambda j: (j.expected_s is not None, -(j.expected_s or 0.0)))
+
+
+def expected_wall(todo: list[Job], jobs_n: int) -> dict:
+    "Serial and wall-clock seconds the timed runs are expected to take with `jobs_n` at once (list scheduling)."
+    import heapq
+    timed = [j.expected_s for j in schedule(todo) if j.expected_s]
+    free = [0.0] * max(1, min(jobs_n, len(timed) or 1))     # when each worker is next free
+    for t in timed:                                         # each run starts on the first worker to become free
+        heapq.heappush(free, heapq.heappop(free) + t)
+    return {"serial_s": sum(timed), "wall_s": max(free), "untimed": len(todo) - len(timed), "runs": len(todo)}
+
+
+def plan_estimate(jobs: list[Job], jobs_n: int) -> str:
+    "One line for the plan: how long the runs marked 'run' are expected to take, from their last successful runs."
+    todo = [j for j in jobs if j.action == "run"]
+    if not todo:
+        return "expected: nothing to run"
+    e = expected_wall(todo, jobs_n)
+    if e["untimed"] == e["runs"]:
+        return f"expected: {e['runs']} run(s), none ran before at this profile, so no time is known"
+    line = (f"expected: {e['runs']} run(s), {fmt_duration(e['serial_s'])} of runs (their last successful times), "
+            f"about {fmt_duration(e['wall_s'])} wall with --jobs {jobs_n}")
+    return line + (f"; {e['untimed']} run(s) never ran at this profile (not counted)" if e["untimed"] else "")
+
 
 # %% ../../nbs/01c_executors.ipynb #4abb103f
 def usable_cpus() -> int:
@@ -454,8 +493,13 @@ def _died(job: Job, outputs, e: BaseException) -> dict:
     return m
 
 
+def start_threads(running: int, pending: int, jobs_n: int) -> int:
+    "Threads for a run starting now beside `running` others with `pending` still to start: the CPUs' share."
+    return kernel_threads(max(1, min(jobs_n, running + 1 + pending)))
+
+
 def run_local(todo: list[Job], jobs_n: int, outputs=None, root=None, timeout=None, on_done=None) -> list[dict]:
-    "Execute `todo` here (jobs_n == 1) or in `jobs_n` worker processes; return the manifests."
+    "Execute `todo` (in the given order) here (jobs_n == 1) or in `jobs_n` worker processes; return the manifests."
     from concurrent.futures.process import BrokenProcessPool
     results = []
     def done(m):
@@ -463,21 +507,30 @@ def run_local(todo: list[Job], jobs_n: int, outputs=None, root=None, timeout=Non
         if on_done:
             on_done(m)
     n = max(1, min(jobs_n, len(todo)))
-    threads = kernel_threads(n)
     if n == 1:
         for j in todo:
-            done(guarded_execute(j, outputs, root, threads, timeout))
+            done(guarded_execute(j, outputs, root, kernel_threads(1), timeout))
         return results
     import multiprocessing as mp
-    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures import ProcessPoolExecutor, wait, FIRST_COMPLETED
     ex = ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("spawn"), initializer=_worker_init)
+    pending, running = list(todo), {}
     try:
-        futs = {ex.submit(_worker_run, (j, outputs, root, threads, timeout)): j for j in todo}
-        for f in as_completed(futs):
-            try:
-                done(f.result())
-            except BrokenProcessPool as e:       # a worker process died (killed, out of memory, os._exit)
-                done(_died(futs[f], outputs, e))
+        while pending or running:
+            while pending and len(running) < n:              # a free worker takes the next run, with its thread share
+                j = pending.pop(0)
+                t = start_threads(len(running), len(pending), n)
+                running[ex.submit(_worker_run, (j, outputs, root, t, timeout))] = j
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for f in finished:
+                j = running.pop(f)
+                try:
+                    done(f.result())
+                except BrokenProcessPool as e:   # a worker process died (killed, out of memory, os._exit): the pool
+                    done(_died(j, outputs, e))   # is broken, so the runs not yet started fail with it
+                    for p in pending:
+                        done(_died(p, outputs, e))
+                    pending.clear()
     except BaseException:
         _stop_workers(ex)
         raise
@@ -586,11 +639,11 @@ def run_dask(todo: list[Job], jobs_n: int = 2, scheduler: str | None = None, out
                                   "Wait longer with --wait-workers SECONDS")
             if need_gpu and not any(map(_has_gpu, workers.values())):
                 raise RunnerError(gpu_msg)
-            for j in todo:
+            for i, j in enumerate(todo):                    # earlier in `todo` (schedule order): higher priority
                 key = f"neurips25-{j.art.series}-{j.art.name}-{j.slot}-{uuid.uuid4().hex[:8]}"
                 res = {"GPU": 1} if j.device == "cuda" else None
                 futs[client.submit(_dask_task, j, outputs, root, threads, timeout, key=key, pure=False,
-                                   resources=res, retries=0)] = j
+                                   resources=res, retries=0, priority=len(todo) - i)] = j
             for f in as_completed(futs):
                 j = futs[f]
                 try:
@@ -628,7 +681,7 @@ def run_jobs(jobs: list[Job], jobs_n: int = 1, outputs: Path | None = None, root
                 shutil.rmtree(stale, ignore_errors=True)
                 if not quiet:
                     print(f"  removed {stale.name}/ of {j.art.id}: its inputs differ from the current successful run")
-    todo = [j for j in jobs if j.action == "run"]
+    todo = schedule([j for j in jobs if j.action == "run"])     # longest expected first
     if not todo:
         return []
     bar = tqdm(total=len(todo), desc="reproduce", unit="run", disable=True if quiet else None, dynamic_ncols=True)
