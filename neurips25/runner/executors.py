@@ -21,8 +21,8 @@ from .claims import registry_stamps
 # %% auto #0
 __all__ = ['NEEDS_CUDA', 'NEEDS_DATA', 'NEEDS_HINTS', 'Job', 'fmt_duration', 'data_needs', 'needs_hints', 'blocked_message',
            'resolve_device', 'plan', 'schedule', 'expected_wall', 'plan_estimate', 'usable_cpus', 'kernel_threads',
-           'Terminated', 'install_signal_handlers', 'base_manifest', 'failure_manifest', 'run_environment', 'execute',
-           'guarded_execute', 'start_threads', 'run_local', 'run_dask', 'run_jobs', 'summarize']
+           'tqdm_text', 'Terminated', 'install_signal_handlers', 'base_manifest', 'failure_manifest', 'run_environment',
+           'execute', 'guarded_execute', 'start_threads', 'run_local', 'run_dask', 'run_jobs', 'summarize']
 
 # %% ../../nbs/01c_executors.ipynb #6b929c8e
 @dataclass
@@ -228,6 +228,27 @@ def _probe_result(reply: dict) -> dict | None:
 
 _PROBE_WAIT = 60.0                 # seconds the kernel gets to answer the probe before it is interrupted
 
+# Live progress: where a running notebook's progress goes (None: nowhere). `run_jobs` sets it on a terminal; a worker
+# process gets a queue to the parent instead. `_RUNNING` names the run this process executes now.
+_PROGRESS = None
+_RUNNING = ""
+_TQDM = re.compile(r"\d+%\||\d+/\d+ \[|\[\d+:\d+")          # what a tqdm bar's text contains
+
+
+def tqdm_text(stream: str) -> str | None:
+    "The last progress bar in a chunk of a kernel's stderr ('train:  45%|####  | 45/100 [..]'), bar glyphs dropped."
+    for seg in reversed(re.split(r"[\r\n]", stream)):
+        seg = seg.strip()
+        if seg and _TQDM.search(seg):
+            return re.sub(r"\s+", " ", re.sub(r"\|[^|]*\|", " ", seg)).strip()
+    return None
+
+
+def _report_progress(text: str):
+    if _PROGRESS is not None:
+        with contextlib.suppress(OSError, ValueError):       # a closed queue or terminal never fails the run
+            _PROGRESS(_RUNNING, text)
+
 
 def _register_engine():
     "A papermill engine: kernels start with the run's env and cwd, and report their thread pools after the last cell."
@@ -237,6 +258,20 @@ def _register_engine():
     from nbclient.util import run_sync
 
     class _Client(PapermillNotebookClient):
+        def execute_cell(self, cell, cell_index, *args, **kwargs):
+            if _PROGRESS is not None:
+                self._cell = f"cell {cell_index + 1}/{len(self.nb.cells)}"
+                _report_progress(self._cell)
+            return super().execute_cell(cell, cell_index, *args, **kwargs)
+
+        def process_message(self, msg, cell, cell_index):
+            out = super().process_message(msg, cell, cell_index)
+            if _PROGRESS is not None and msg.get("msg_type") == "stream":
+                bar = tqdm_text(msg.get("content", {}).get("text", ""))
+                if bar:
+                    _report_progress(f"{getattr(self, '_cell', 'cell ?')} · {bar}")
+            return out
+
         def papermill_execute_cells(self):
             super().papermill_execute_cells()    # a dead or timed-out kernel raises here: then there is nothing to ask
             probe = nbformat.v4.new_code_cell("# the runner's thread-pool probe")   # names the wait in a timeout
@@ -375,6 +410,8 @@ def execute(job: Job,                       # the planned run
     art = job.art
     final = run_dir(art, job.profile, outputs, job.overrides)
     threads = threads or kernel_threads(1)
+    global _RUNNING
+    _RUNNING = f"{art.id} [{job.slot}]"
     say = lambda who: print(f"  waiting: {art.id} [{job.slot}] is being written by {who}", flush=True)
     t0, tmp = time.time(), None
     with SlotLock(final, timeout=lock_timeout, on_wait=say):
@@ -454,7 +491,10 @@ def guarded_execute(job: Job, outputs=None, root=None, threads=None, timeout=Non
     # Anything else is a bug of the runner: it propagates with its traceback instead of passing for a failed run.
 
 # %% ../../nbs/01c_executors.ipynb #e4eba04f
-def _worker_init():
+def _worker_init(progress_queue=None):
+    global _PROGRESS
+    if progress_queue is not None:                       # live progress goes to the parent, which draws it
+        _PROGRESS = lambda run, text: progress_queue.put_nowait((run, text))
     def handler(signum, frame):
         if _BUSY.is_set():
             raise Terminated(f"signal {signum}")
@@ -498,8 +538,17 @@ def start_threads(running: int, pending: int, jobs_n: int) -> int:
     return kernel_threads(max(1, min(jobs_n, running + 1 + pending)))
 
 
-def run_local(todo: list[Job], jobs_n: int, outputs=None, root=None, timeout=None, on_done=None) -> list[dict]:
+def _drain(q, on_progress):
+    "Hand each (run, text) from the workers' queue to `on_progress` until the None that ends it."
+    while (item := q.get()) is not None:
+        on_progress(*item)
+
+
+def run_local(todo: list[Job], jobs_n: int, outputs=None, root=None, timeout=None, on_done=None,
+              on_progress=None,           # called with (run, text) as a running notebook progresses (a terminal's)
+             ) -> list[dict]:
     "Execute `todo` (in the given order) here (jobs_n == 1) or in `jobs_n` worker processes; return the manifests."
+    global _PROGRESS
     from concurrent.futures.process import BrokenProcessPool
     results = []
     def done(m):
@@ -508,12 +557,21 @@ def run_local(todo: list[Job], jobs_n: int, outputs=None, root=None, timeout=Non
             on_done(m)
     n = max(1, min(jobs_n, len(todo)))
     if n == 1:
-        for j in todo:
-            done(guarded_execute(j, outputs, root, kernel_threads(1), timeout))
+        _PROGRESS = on_progress
+        try:
+            for j in todo:
+                done(guarded_execute(j, outputs, root, kernel_threads(1), timeout))
+        finally:
+            _PROGRESS = None
         return results
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor, wait, FIRST_COMPLETED
-    ex = ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("spawn"), initializer=_worker_init)
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue() if on_progress else None
+    reader = threading.Thread(target=_drain, args=(q, on_progress), daemon=True) if q is not None else None
+    if reader:
+        reader.start()
+    ex = ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_worker_init, initargs=(q,))
     pending, running = list(todo), {}
     try:
         while pending or running:
@@ -534,6 +592,10 @@ def run_local(todo: list[Job], jobs_n: int, outputs=None, root=None, timeout=Non
     except BaseException:
         _stop_workers(ex)
         raise
+    finally:
+        if reader:
+            q.put(None)
+            reader.join(5)
     ex.shutdown(wait=True)
     return results
 
@@ -685,7 +747,20 @@ def run_jobs(jobs: list[Job], jobs_n: int = 1, outputs: Path | None = None, root
     if not todo:
         return []
     bar = tqdm(total=len(todo), desc="reproduce", unit="run", disable=True if quiet else None, dynamic_ncols=True)
+    # On a terminal the bar also shows where each running notebook is (cell i/N, its own tqdm bar); never in logs/CI.
+    live, ended, live_lock = {}, set(), threading.Lock()
+    def on_progress(run, text):
+        with live_lock:
+            if run in ended:                 # a line still in the queue when its run finished
+                return
+            live[run] = text
+            bar.set_postfix_str(" | ".join(f"{r}: {t}" for r, t in live.items()))
+    show = not bar.disable and os.environ.get("NEURIPS25_PROGRESS", "1") != "0"
     def on_done(m):
+        with live_lock:
+            run = f"{m['series']}/{m['artefact']} [{m.get('slot', m['profile'])}]"
+            ended.add(run)
+            live.pop(run, None)
         bar.update(1)
         mark = {"ok": "ok", "skipped": "skip"}.get(m["status"], "FAILED")
         bar.write(f"  {mark:6s} {m['series']}/{m['artefact']} [{m.get('slot', m['profile'])}] "
@@ -695,7 +770,7 @@ def run_jobs(jobs: list[Job], jobs_n: int = 1, outputs: Path | None = None, root
             return run_dask(todo, jobs_n, scheduler, outputs, root, timeout, on_done, wait_workers)
         if executor != "local":
             raise RunnerError(f"--executor must be local or dask, got {executor!r}")
-        return run_local(todo, jobs_n, outputs, root, timeout, on_done)
+        return run_local(todo, jobs_n, outputs, root, timeout, on_done, on_progress if show else None)
     finally:
         bar.close()
 
