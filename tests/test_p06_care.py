@@ -87,9 +87,9 @@ def test_nsd_shifted_squares_and_brute_force():
     g = np.zeros((30, 30), bool); g[4:16, 4:16] = True
     for d in (1, 2, 4):
         p = np.roll(g, d, axis=1)
-        assert nsd(p, g, 1.0, tolerance=0.5) == pytest.approx((12 - d) / 22)
-        assert nsd(p, g, 1.0, tolerance=d) == 1.0
-        assert nsd(p, g, 1.0, tolerance=d - 0.01) < 1.0
+        assert nsd(p, g, 1.0, tolerance=0.5, convention="voxel") == pytest.approx((12 - d) / 22)
+        assert nsd(p, g, 1.0, tolerance=d, convention="voxel") == 1.0
+        assert nsd(p, g, 1.0, tolerance=d - 0.01, convention="voxel") < 1.0
     rng = np.random.default_rng(1)
     for _ in range(4):
         a, b = (ndi.binary_opening(rng.random((9, 11, 13)) < 0.55) for _ in range(2))
@@ -97,7 +97,7 @@ def test_nsd_shifted_squares_and_brute_force():
         ba, bb = np.argwhere(boundary(a)) * sp, np.argwhere(boundary(b)) * sp
         D = np.sqrt(((ba[:, None] - bb[None]) ** 2).sum(-1))
         ref = ((D.min(1) <= 2.0).sum() + (D.min(0) <= 2.0).sum()) / (len(ba) + len(bb))
-        assert nsd(a, b, sp, 2.0) == pytest.approx(ref, abs=1e-12)
+        assert nsd(a, b, sp, 2.0, convention="voxel") == pytest.approx(ref, abs=1e-12)
 
 
 def test_cldice_properties():
@@ -270,19 +270,20 @@ def test_phantom_3d_and_head_ct():
     assert ((H.labels == 2) == ((H.hu >= 226) & (H.hu <= 3071))).all()
 
 
-def test_nsd_against_surface_distance_package():
-    """DeepMind's surface-distance (the reference code's NSD) weights surfels by area; ours counts boundary voxels.
-    They agree exactly on identity and sub-tolerance shifts, within 0.06 on far shifts and random perturbations, and
-    differ most near the shift ≈ τ transition (measured up to 0.23), where ours is closer to the continuum value."""
+def test_nsd_voxel_convention_against_surface_distance_package():
+    """DeepMind's surface-distance (the reference code's NSD, our default) weights surfels by area; convention="voxel"
+    counts boundary voxels. They agree exactly on identity and sub-tolerance shifts, within 0.06 on far shifts and
+    random perturbations, and differ most near the shift ≈ τ transition (measured up to 0.23), where the voxel
+    convention is closer to the continuum value."""
     sdist = pytest.importorskip("surface_distance")
     ref = lambda p, g, sp, tau: sdist.compute_surface_dice_at_tolerance(sdist.compute_surface_distances(g, p, sp), tau)
     z, y, x = np.mgrid[:48, :48, :48]
     S = lambda cx: ((z - 24) ** 2 + (y - 24) ** 2 + (x - cx) ** 2) <= 15 ** 2
     g = S(24)
     for sh, sp in ((0, (1, 1, 1)), (1, (1, 1, 1)), (1, (2.5, 1.5, 1.5))):
-        assert nsd(S(24 + sh), g, sp, 2.0) == ref(S(24 + sh), g, sp, 2.0) == 1.0
+        assert nsd(S(24 + sh), g, sp, 2.0, convention="voxel") == ref(S(24 + sh), g, sp, 2.0) == 1.0
     for sh in (5, 8):
-        ours, theirs = nsd(S(24 + sh), g, 1.0, 2.0), ref(S(24 + sh), g, (1, 1, 1), 2.0)
+        ours, theirs = nsd(S(24 + sh), g, 1.0, 2.0, convention="voxel"), ref(S(24 + sh), g, (1, 1, 1), 2.0)
         assert abs(ours - theirs) < 0.06
         cont = 2.0 / sh                                                                  # sphere shifted by d: P(d|cos φ| ≤ τ) = τ/d
         assert abs(ours - cont) <= abs(theirs - cont) + 0.01
@@ -290,4 +291,4 @@ def test_nsd_against_surface_distance_package():
     for _ in range(4):
         a = ndi.binary_opening(ndi.gaussian_filter(rng.random((20, 28, 28)), 2) > 0.5)
         b = a ^ (ndi.binary_dilation(a) & (rng.random(a.shape) < 0.3))
-        assert abs(nsd(b, a, (2.5, 1.5, 1.5), 2.0) - ref(b, a, (2.5, 1.5, 1.5), 2.0)) < 0.06
+        assert abs(nsd(b, a, (2.5, 1.5, 1.5), 2.0, convention="voxel") - ref(b, a, (2.5, 1.5, 1.5), 2.0)) < 0.06

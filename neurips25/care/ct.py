@@ -27,6 +27,20 @@ def _as_theta(theta, device=None) -> torch.Tensor:
     if not torch.isfinite(th).all(): raise ValueError("theta contains NaN or inf")
     return th.to(device) if device is not None else th
 
+def _as_sino(sino) -> torch.Tensor:
+    "Check a real sinogram (..., A, N); integer/bool counts are cast to float64 (an integer ramp filter would be all zeros)."
+    if not torch.is_tensor(sino) or sino.ndim < 2: raise ValueError("sinogram must be a tensor (..., A, N)")
+    if sino.is_complex(): raise TypeError("sinogram must be real, got a complex tensor")
+    if not torch.is_floating_point(sino): sino = sino.to(torch.float64)
+    if not torch.isfinite(sino).all(): raise ValueError("sinogram contains NaN or inf")
+    return sino
+
+def _check_n_iter(n_iter, name: str = "n_iter") -> int:
+    "A positive integer number of iterations (bool, float and non-positive values are refused)."
+    if isinstance(n_iter, bool) or not isinstance(n_iter, (int, np.integer)) or n_iter < 1:
+        raise ValueError(f"{name} must be a positive integer, got {n_iter!r}")
+    return int(n_iter)
+
 def view_angles(n_views: int,          # number of projections
                 arc: float = 180.,     # angular range in degrees (180 suffices for parallel beam)
                ) -> np.ndarray:
@@ -93,11 +107,10 @@ def fbp_t(sino: torch.Tensor,         # (..., A, N) sinogram
           circle: bool = True,        # zero outside the inscribed circle (as scikit-image)
          ) -> torch.Tensor:
     "Filtered back-projection with the ramp filter; returns (..., N, N). Differentiable in the sinogram."
-    if not torch.is_tensor(sino) or sino.ndim < 2: raise ValueError("sinogram must be a tensor (..., A, N)")
+    sino = _as_sino(sino)                                               # integer counts → float64
     th = _as_theta(theta)
     A, n = sino.shape[-2:]
     if A != th.numel(): raise ValueError(f"sinogram has {A} views but theta has {th.numel()} angles")
-    if not torch.isfinite(sino).all(): raise ValueError("sinogram contains NaN or inf")
     diag = int(math.ceil(math.sqrt(2) * n))
     size = max(64, int(2 ** math.ceil(math.log2(2 * diag))))            # pad as scikit-image (circle → square → 2^k)
     pb = diag // 2 - n // 2
@@ -131,7 +144,7 @@ def _iterative_start(sino, theta, n_iter, relaxation, x0):
     th = _as_theta(theta)
     if sino.shape[-2] != th.numel(): raise ValueError(f"sinogram has {sino.shape[-2]} views but theta has {th.numel()} angles")
     if not 0 < relaxation < 2: raise ValueError(f"relaxation must be in (0, 2), got {relaxation}")
-    if n_iter < 1: raise ValueError("n_iter must be >= 1")
+    _check_n_iter(n_iter)
     n = sino.shape[-1]
     return th, torch.zeros(*sino.shape[:-2], n, n, dtype=sino.dtype, device=sino.device) if x0 is None else x0.clone()
 
@@ -143,6 +156,7 @@ def sirt_t(sino: torch.Tensor,        # (..., A, N) sinogram
            x0: torch.Tensor | None = None,  # start (default zeros)
           ) -> torch.Tensor:
     "SIRT reconstruction, x ← x + λ C Aᵀ R (y − A x)."
+    sino = _as_sino(sino)
     th, x = _iterative_start(sino, theta, n_iter, relaxation, x0)
     for _ in range(n_iter): x = _sirt_step(x, sino, th, relaxation, nonneg)
     return x
@@ -156,6 +170,7 @@ def sart_t(sino: torch.Tensor,        # (..., A, N) sinogram
            x0: torch.Tensor | None = None,
           ) -> torch.Tensor:
     "SART: the SIRT update applied one view at a time (ordered subsets of size 1), `n_iter` sweeps."
+    sino = _as_sino(sino)
     th, x = _iterative_start(sino, theta, n_iter, relaxation, x0)
     order = np.random.default_rng(seed).permutation(th.numel())
     for _ in range(n_iter):

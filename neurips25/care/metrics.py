@@ -2,15 +2,17 @@
 
 # %% ../../nbs/p06_care/02_metrics.ipynb #e300d0b9
 from __future__ import annotations
+import warnings
 import numpy as np
 import pandas as pd
 from scipy import ndimage as ndi
 from skimage.morphology import skeletonize
 from .phantoms import GROUPS, GROUP_METRIC, LABELS
 
+
 # %% auto #0
-__all__ = ['GROUPS_CODE', 'boundary', 'nsd', 'cldice', 'structure_scores', 'group_scores', 'aggregate', 'format_median_iqr',
-           'psnr', 'ssim']
+__all__ = ['GROUPS_CODE', 'NSD_CONVENTIONS', 'boundary', 'nsd', 'cldice', 'structure_scores', 'group_scores', 'aggregate',
+           'format_median_iqr', 'psnr', 'ssim']
 
 # %% ../../nbs/p06_care/02_metrics.ipynb #d42302ac
 GROUPS_CODE = {**GROUPS, "vessels": (1, 9, 15, 20, 21)}   # step5_calculateMetrics.py: VESSEL_LABEL, without veins (19)
@@ -31,43 +33,74 @@ def _check_spacing(spacing, ndim):
     return sp
 
 # %% ../../nbs/p06_care/02_metrics.ipynb #5fe11d3c
+NSD_CONVENTIONS = ("surfel", "voxel")
+
 def boundary(mask: np.ndarray) -> np.ndarray:
     "Boundary voxels: foreground with at least one background face-neighbour (outside the array counts as background)."
     m = np.asarray(mask, bool)
     return m & ~ndi.binary_erosion(m, structure=ndi.generate_binary_structure(m.ndim, 1), border_value=0)
 
-def nsd(pred: np.ndarray,          # binary prediction mask (2-D or 3-D)
-        gt: np.ndarray,            # binary ground-truth mask, same shape
-        spacing,                   # voxel size in mm (scalar or one per axis)
-        tolerance: float = 2.0,    # τ in mm (paper: 2 mm)
-        missing: str = "zero",     # empty prediction with non-empty GT: "zero" (ours and the reference NSD) | "nan"
-       ) -> float:
-    "Normalised surface Dice at tolerance τ (boundary-voxel version); NaN if the ground truth is empty."
-    pred, gt = _check_masks(pred, gt); sp = _check_spacing(spacing, gt.ndim)
-    if not np.isfinite(tolerance) or tolerance <= 0: raise ValueError(f"tolerance must be > 0 mm, got {tolerance}")
-    if missing not in ("zero", "nan"): raise ValueError("missing must be 'zero' or 'nan'")
-    if not gt.any(): return float("nan")                                   # structure absent in GT: excluded
-    if not pred.any(): return 0.0 if missing == "zero" else float("nan")
+def _surface_distance():
+    "DeepMind's `surface_distance` package (the paper's NSD code), imported on first use."
+    try: import surface_distance
+    except ImportError as e:
+        raise ImportError("nsd(convention='surfel') needs the package surface-distance (DeepMind's surface_distance, the "
+                          "paper's NSD code): pip install surface-distance; convention='voxel' needs no extra package") from e
+    return surface_distance
+
+def _nsd_voxel(pred, gt, sp, tolerance):
+    "Boundary-voxel NSD: equal weights, distances between boundary-voxel centres (MONAI use_subvoxels=False)."
     bp, bg = boundary(pred), boundary(gt)
     d_to_g = ndi.distance_transform_edt(~bg, sampling=sp)                  # d(x, ∂G) in mm
     d_to_p = ndi.distance_transform_edt(~bp, sampling=sp)                  # d(y, ∂P) in mm
     hit = (d_to_g[bp] <= tolerance).sum() + (d_to_p[bg] <= tolerance).sum()
     return float(hit / (bp.sum() + bg.sum()))
 
+def nsd(pred: np.ndarray,          # binary prediction mask (2-D or 3-D)
+        gt: np.ndarray,            # binary ground-truth mask, same shape
+        spacing,                   # voxel size in mm (scalar or one per axis)
+        tolerance: float = 2.0,    # τ in mm (paper: 2 mm at 0.7-0.8 mm pixels)
+        missing: str = "zero",     # empty prediction with non-empty GT: "zero" (ours and the reference NSD) | "nan"
+        convention: str = "surfel",  # "surfel": DeepMind surface_distance, the paper's code | "voxel": boundary voxels
+       ) -> float:
+    "Normalised surface Dice at tolerance τ (surfel-area weighted by default); NaN if the ground truth is empty."
+    if convention not in NSD_CONVENTIONS: raise ValueError(f"convention must be 'surfel' or 'voxel', got {convention!r}")
+    pred, gt = _check_masks(pred, gt); sp = _check_spacing(spacing, gt.ndim)
+    if not np.isfinite(tolerance) or tolerance <= 0: raise ValueError(f"tolerance must be > 0 mm, got {tolerance}")
+    if missing not in ("zero", "nan"): raise ValueError("missing must be 'zero' or 'nan'")
+    if not gt.any(): return float("nan")                                   # structure absent in GT: excluded
+    if not pred.any(): return 0.0 if missing == "zero" else float("nan")
+    if convention == "voxel": return _nsd_voxel(pred, gt, sp, tolerance)
+    sd = _surface_distance()                                               # step5: compute_surface_distances(truth, pred, spacing)
+    with warnings.catch_warnings():                                        # the package's scipy.ndimage.filters imports
+        warnings.filterwarnings("ignore", category=DeprecationWarning, module="surface_distance")
+        d = sd.compute_surface_distances(gt, pred, tuple(float(s) for s in sp))
+    return float(sd.compute_surface_dice_at_tolerance(d, tolerance))
+
+
 # %% ../../nbs/p06_care/02_metrics.ipynb #c01ed2a2
+def _skeleton(m: np.ndarray, empty_skeleton: str) -> np.ndarray:
+    "skimage skeleton of a non-empty mask; an empty one (thick even-width 3-D blobs) falls back to the mask itself."
+    s = skeletonize(m).astype(bool)
+    return m if (empty_skeleton == "mask" and not s.any()) else s
+
 def cldice(pred: np.ndarray,       # binary prediction mask (2-D or 3-D)
            gt: np.ndarray,         # binary ground-truth mask
            missing: str = "zero",  # empty prediction with non-empty GT: "zero" (ours) | "nan" (reference clDice, 0/0)
+           empty_skeleton: str = "mask",  # a mask whose skeleton is empty: "mask" (ours: it is its own skeleton) | "nan" (reference, 0/0)
           ) -> float:
     "Centreline Dice 2·Tprec·Tsens/(Tprec+Tsens) with skimage skeletons; NaN if the ground truth is empty."
     pred, gt = _check_masks(pred, gt)
     if missing not in ("zero", "nan"): raise ValueError("missing must be 'zero' or 'nan'")
+    if empty_skeleton not in ("mask", "nan"): raise ValueError(f"empty_skeleton must be 'mask' or 'nan', got {empty_skeleton!r}")
     if not gt.any(): return float("nan")
     if not pred.any(): return 0.0 if missing == "zero" else float("nan")
-    sp, sg = skeletonize(pred), skeletonize(gt)
-    tprec = (sp & gt).sum() / max(sp.sum(), 1)                             # T_prec = |S(P) ∩ G| / |S(P)|
-    tsens = (sg & pred).sum() / max(sg.sum(), 1)                           # T_sens = |S(G) ∩ P| / |S(G)|
+    sp, sg = _skeleton(pred, empty_skeleton), _skeleton(gt, empty_skeleton)
+    if not (sp.any() and sg.any()): return float("nan")                    # reference metric_utils.cl_score: 0/0
+    tprec = (sp & gt).sum() / sp.sum()                                     # T_prec = |S(P) ∩ G| / |S(P)|
+    tsens = (sg & pred).sum() / sg.sum()                                   # T_sens = |S(G) ∩ P| / |S(G)|
     return float(0.0 if tprec + tsens == 0 else 2 * tprec * tsens / (tprec + tsens))
+
 
 # %% ../../nbs/p06_care/02_metrics.ipynb #823f0151
 def structure_scores(pred_labels: np.ndarray,   # predicted label map (CARE indices)
@@ -76,6 +109,8 @@ def structure_scores(pred_labels: np.ndarray,   # predicted label map (CARE indi
                      tolerance: float = 2.0,    # NSD τ in mm
                      groups: dict = GROUPS,     # group → label indices
                      missing: str = "zero",     # see `nsd` / `cldice`
+                     convention: str = "surfel",  # NSD convention, see `nsd` (surfel: the paper's code)
+                     empty_skeleton: str = "mask",  # clDice of a mask with an empty skeleton, see `cldice`
                     ) -> dict:
     "Score of every structure: {label: NSD or clDice in [0, 1], NaN if absent from the GT}."
     pred_labels, gt_labels = np.asarray(pred_labels), np.asarray(gt_labels)
@@ -85,12 +120,14 @@ def structure_scores(pred_labels: np.ndarray,   # predicted label map (CARE indi
     for m in (pred_labels, gt_labels):
         if m.min() < 0 or m.max() > max(LABELS): raise ValueError(f"labels out of range 0..{max(LABELS)}")
     if not gt_labels.any(): raise ValueError("the ground-truth label map is empty")
+    if convention not in NSD_CONVENTIONS: raise ValueError(f"convention must be 'surfel' or 'voxel', got {convention!r}")
     out = {}
     for g, labels in groups.items():
         metric = GROUP_METRIC[g]
         for l in labels:
             p, t = pred_labels == l, gt_labels == l
-            out[l] = nsd(p, t, spacing, tolerance, missing) if metric == "nsd" else cldice(p, t, missing)
+            out[l] = (nsd(p, t, spacing, tolerance, missing, convention) if metric == "nsd"
+                      else cldice(p, t, missing, empty_skeleton))
     return out
 
 def group_scores(scores: dict, groups: dict = GROUPS) -> dict:

@@ -6,7 +6,7 @@ import abc, math
 import numpy as np
 import scipy.sparse as sps
 import torch
-from .ct import ramp_filter, _as_theta, _as_images
+from .ct import ramp_filter, _as_theta, _as_images, _as_sino, _check_n_iter
 
 # %% auto #0
 __all__ = ['SparseCT', 'ParallelBeam', 'FanBeam', 'os_sart', 'tv_gradient', 'asd_pocs']
@@ -100,7 +100,7 @@ class SparseCT(abc.ABC):
         if tuple(sino.shape[-2:]) != self.sino_shape:
             raise ValueError(f"sinogram has {sino.shape[-2]} views × {sino.shape[-1]} bins but the geometry has "
                              f"{len(self.theta)} views × {self.n_det} bins")
-        if not torch.isfinite(sino).all(): raise ValueError("sinogram contains NaN or inf")
+        sino = _as_sino(sino)                                                     # integer counts → float64; NaN refused
         return sino.reshape(-1, sino.shape[-2] * sino.shape[-1]), tuple(sino.shape[:-2])
     def adjoint(self, sino: torch.Tensor) -> torch.Tensor:
         "Back-projection Aᵀ y (the exact adjoint of `forward`): (..., A, n_det) → (..., n, n)."
@@ -205,7 +205,7 @@ class FanBeam(SparseCT):
     def fbp(self, sino: torch.Tensor) -> torch.Tensor:
         "Fan-beam FBP (flat detector): cosine pre-weight D/√(D²+u²), ramp filter, U⁻²-weighted back-projection."
         y, lead = self._check_sino(sino)
-        u = torch.as_tensor(self._u(), dtype=sino.dtype, device=sino.device)
+        u = torch.as_tensor(self._u(), dtype=y.dtype, device=y.device)
         q = y.reshape(-1, *self.sino_shape) * (self.D / torch.sqrt(self.D ** 2 + u ** 2))   # R'_β(u) = R_β(u) D/√(D²+u²)
         q, diag = _filter_padded(q, self.n_det)
         q = q / self.du                                                               # ramp kernel for bin size du scales as 1/du
@@ -242,9 +242,9 @@ def os_sart(op: SparseCT,             # geometry (ParallelBeam or FanBeam)
             nonneg: bool = True,
             x0: torch.Tensor | None = None) -> torch.Tensor:
     "Ordered-subset SART on any sparse geometry."
-    op._check_sino(sino)
+    op._check_sino(sino); sino = _as_sino(sino)
     if not 0 < relaxation < 2: raise ValueError(f"relaxation must be in (0, 2), got {relaxation}")
-    if n_iter < 1: raise ValueError("n_iter must be >= 1")
+    n_iter = _check_n_iter(n_iter)
     subs = _subsets(op, n_subsets)
     x = torch.zeros(*sino.shape[:-2], op.n, op.n, dtype=sino.dtype, device=sino.device) if x0 is None else x0.clone()
     for _ in range(n_iter): x = _sart_sweep(x, sino, subs, relaxation, nonneg)
@@ -274,11 +274,13 @@ def asd_pocs(op: SparseCT,            # geometry
              eps: float = 0.0,        # ε: data-tolerance ‖Ax − y‖ below which the TV step is not reduced
             ) -> torch.Tensor:
     "ASD-POCS (Sidky & Pan 2008): OS-SART + positivity, then adaptive steepest descent on the TV, per slice."
-    op._check_sino(sino)
+    op._check_sino(sino); sino = _as_sino(sino)
     for k, v in dict(alpha=alpha, alpha_red=alpha_red, r_max=r_max, beta=beta, beta_red=beta_red).items():
         if not v > 0: raise ValueError(f"{k} must be > 0, got {v}")
     if not (0 < alpha_red <= 1 and 0 < beta_red <= 1 and beta < 2): raise ValueError("need 0 < alpha_red, beta_red <= 1 and beta < 2")
-    if n_iter < 1 or tv_iter < 0: raise ValueError("n_iter >= 1 and tv_iter >= 0")
+    n_iter = _check_n_iter(n_iter)
+    if isinstance(tv_iter, bool) or not isinstance(tv_iter, (int, np.integer)) or tv_iter < 0:
+        raise ValueError(f"tv_iter must be an integer >= 0, got {tv_iter!r}")
     subs = _subsets(op, n_subsets)
     x = torch.zeros(*sino.shape[:-2], op.n, op.n, dtype=sino.dtype, device=sino.device)
     norm = lambda v: v.flatten(-2).norm(dim=-1)[..., None, None]                      # per-slice ‖·‖₂

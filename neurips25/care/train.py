@@ -42,6 +42,12 @@ def make_cases(n_cases: int,            # number of phantoms
                 labels=torch.stack(labs), spacing=sps, n_views=n_views)
 
 # %% ../../nbs/p06_care/05_train.ipynb #5fb556c8
+def _check_images(x, name: str):
+    "A torch tensor of images without NaN or inf (a NaN input would train a NaN model or segment as background)."
+    if not torch.is_tensor(x): raise TypeError(f"{name} must be a torch tensor, got {type(x).__name__}")
+    if x.is_floating_point() and not torch.isfinite(x).all(): raise ValueError(f"{name} contains NaN or inf")
+    return x
+
 def train_segmenter(images_hu: torch.Tensor,   # (B, 1, H, W) ground-truth images in HU
                     labels: torch.Tensor,      # (B, H, W) label maps
                     steps: int = 300,          # full-batch Adam steps
@@ -50,6 +56,7 @@ def train_segmenter(images_hu: torch.Tensor,   # (B, 1, H, W) ground-truth image
                     seed: int = 0,
                    ) -> tuple[UNet, list]:
     "Train a U-Net segmenter with cross-entropy; returns the frozen model and the loss history."
+    _check_images(images_hu, "images_hu")
     if images_hu.ndim != 4 or labels.shape != (images_hu.shape[0], *images_hu.shape[2:]):
         raise ValueError("images must be (B, 1, H, W) and labels (B, H, W)")
     if labels.min() < 0 or labels.max() >= N_CLASSES: raise ValueError(f"labels out of range 0..{N_CLASSES - 1}")
@@ -65,6 +72,7 @@ def train_segmenter(images_hu: torch.Tensor,   # (B, 1, H, W) ground-truth image
 @torch.no_grad()
 def segment(model: UNet, images_hu: torch.Tensor) -> np.ndarray:
     "Label maps (B, H, W) predicted by a segmenter."
+    _check_images(images_hu, "images_hu")
     return model(hu_to_input(images_hu)).argmax(1).cpu().numpy().astype(np.uint8)
 
 # %% ../../nbs/p06_care/05_train.ipynb #95f3ad04
@@ -77,6 +85,7 @@ def train_enhancer(rec_hu: torch.Tensor,      # (B, 1, H, W) reconstructions (HU
                    steps: int = 300, lr: float = 1e-3, width: int = 16, depth: int = 2, seed: int = 0,
                   ) -> tuple[UNet, list]:
     "Train a residual U-Net enhancer on (reconstruction, ground truth) pairs with the CARE loss."
+    _check_images(rec_hu, "rec_hu"); _check_images(gt_hu, "gt_hu")
     if rec_hu.shape != gt_hu.shape or rec_hu.ndim != 4: raise ValueError("rec and gt must both be (B, 1, H, W)")
     torch.manual_seed(seed)
     model = UNet(1, 1, width, depth, residual=True).to(rec_hu.device)
@@ -91,4 +100,5 @@ def train_enhancer(rec_hu: torch.Tensor,      # (B, 1, H, W) reconstructions (HU
 @torch.no_grad()
 def enhance(model: UNet, rec_hu: torch.Tensor) -> torch.Tensor:
     "Enhanced images back in HU."
+    _check_images(rec_hu, "rec_hu")
     return model(hu_to_input(rec_hu)) * 1000.0
