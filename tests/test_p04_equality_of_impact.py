@@ -46,9 +46,12 @@ def test_boundary_optimum_and_alg1_commits():
                       LogResponse(4), LogResponse(4))
     o = offline_optimum(env)
     assert o.a_star == 0.0 and o.where == "left" and abs(o.V_star - (0.9 - 0.5 * (1 - np.exp(-2)))) < 1e-12
-    r = simulate(NonNoisyEoI.for_env(env), env, 10_000)
+    r = simulate(NonNoisyEoI.for_env(env, best_fair=False), env, 10_000)    # first-fair rule: commits at round 1
     assert np.all(r.allocations() == 0.0)
     assert r.curves(env, o, [10_000])["FR"][0] == 0.0
+    r = simulate(NonNoisyEoI.for_env(env), env, 10_000)                      # best-fair search (default): one probe, then 0
+    c = r.curves(env, o, [100, 10_000])
+    assert r.allocations()[-1] == 0.0 and c["FR"][1] == c["FR"][0] and c["FR"][1] < 0.2
 
 
 def test_envelopes_bound_true_function_on_grid():

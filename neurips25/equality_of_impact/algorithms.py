@@ -108,30 +108,73 @@ def next_alloc(a_obs: np.ndarray,    # distinct allocations observed so far
 
 # %% ../../nbs/p04_equality_of_impact/03_algorithms.ipynb #fe26b851
 class NonNoisyEoI(Policy):
-    "Algorithm 1 (Reconstruction): bracket the root of the monotone EoI gap, shrink it with next_alloc, commit."
+    "Algorithm 1 (Reconstruction): bracket the root of the monotone EoI gap, shrink it with next_alloc, then take the best fair point."
     name = "Alg. 1 (EoI, non-noisy)"
-    def __init__(self, B=1.0, sigma=0.0, sizes=(1.0, 1.0), use_envelopes: bool = True, atol: float = 4e-16):
-        super().__init__(B, sigma, sizes); self.use_envelopes, self.atol = use_envelopes, atol
+    def __init__(self, B=1.0, sigma=0.0, sizes=(1.0, 1.0),
+                 use_envelopes: bool = True,   # False: plain bisection
+                 atol: float = 4e-16,          # stop when the bracket is below atol * B
+                 best_fair: bool = True,       # True: maximise welfare over the fair set; False: commit to the first fair point
+                ):
+        super().__init__(B, sigma, sizes); self.use_envelopes, self.atol, self.best_fair = use_envelopes, atol, bool(best_fair)
         if not use_envelopes: self.name = "Alg. 1 without envelopes (bisection)"
+
+    def _fair_envelope(self, obs, target, lo, hi):
+        "Outer bound on {a in [lo, hi] : Delta(a) = target} from the concavity envelopes (the bracket itself without them)."
+        if not self.use_envelopes or len(obs) < 2: return lo, hi
+        xs = np.array(sorted(obs)); V = np.array([obs[x][:2] for x in xs])
+        eps = 1e-12 * max(1.0, float(np.abs(V).max()))   # on a flat stretch both bounds touch the target: rounding must not cut S
+        def bounds(z):
+            dl, dh = gap_envelopes(xs, V[:, 0], V[:, 1], self.B, z); return dl - target - eps, dh - target + eps
+        r_lo, r_hi = certified_root_interval(bounds, lo, hi)
+        return max(r_lo, lo), min(r_hi, hi)
+
+    def _best_on_fair_set(self, obs, target):
+        "Generator: maximise the concave W over the interval S = {Delta = target} from censored queries; returns a fair point."
+        B, gap, W = self.B, (lambda x: obs[x][0] - obs[x][1]), (lambda x: obs[x][2] + obs[x][3])
+        fair = [x for x in obs if gap(x) == target]; f = max(fair, key=W)
+        xl = max((x for x in obs if gap(x) < target), default=0.0)        # invariant: argmax_S W lies in [xl, xr]
+        xr = min((x for x in obs if gap(x) > target), default=B)
+        def compare(m, f, xl, xr):                                       # m, f both fair; W concave on the interval S
+            if W(m) > W(f): return m, (f, xr) if m > f else (xl, f)      # the maximiser lies on m's side of f
+            if W(m) < W(f): return f, (xl, m) if m > f else (m, xr)      # ... on f's side of m
+            return f, (min(m, f), max(m, f))                             # equal: a maximiser lies between them
+        for g in fair:
+            if g != f: f, (xl, xr) = compare(g, f, xl, xr)
+        while xr - xl > self.atol * B:
+            r_lo, r_hi = self._fair_envelope(obs, target, xl, xr)         # S lies inside; keep f, which is in S
+            xl, xr = max(xl, min(r_lo, f)), min(xr, max(r_hi, f))
+            if xr - xl <= self.atol * B: break
+            m = 0.5 * (xl + f) if f - xl > xr - f else 0.5 * (f + xr)     # halve the longer side of the best fair point
+            if m in obs: break                                            # no new point representable
+            y = yield m, 1; obs[m] = tuple(y); dm = y[0] - y[1]
+            if dm < target: xl = m                                        # m is left of S
+            elif dm > target: xr = m                                      # m is right of S
+            else: f, (xl, xr) = compare(m, f, xl, xr)
+        return f
 
     def play(self, T):
         B, obs = self.B, {}
-        y = yield 0.0, 1; obs[0.0] = (y[0], y[1])
-        if y[0] - y[1] >= 0:                         # Delta(0) >= 0: a* = 0
-            while True: yield 0.0, FOREVER
-        y = yield B, 1; obs[B] = (y[0], y[1])
-        if y[0] - y[1] <= 0:                         # Delta(B) <= 0: a* = B
-            while True: yield B, FOREVER
+        y = yield 0.0, 1; obs[0.0] = tuple(y); d0 = y[0] - y[1]
+        if d0 >= 0:                                  # Delta(0) >= 0: V* = Delta(0), fair set [0, sup{Delta = Delta(0)}]
+            a = (yield from self._best_on_fair_set(obs, d0)) if self.best_fair else 0.0
+            while True: yield a, FOREVER
+        y = yield B, 1; obs[B] = tuple(y); dB = y[0] - y[1]
+        if dB <= 0:                                  # Delta(B) <= 0: V* = |Delta(B)|, fair set [inf{Delta = Delta(B)}, B]
+            a = (yield from self._best_on_fair_set(obs, dB)) if self.best_fair else B
+            while True: yield a, FOREVER
         lo, hi = 0.0, B
         while hi - lo > self.atol * B:
-            xs = np.array(sorted(obs)); V = np.array([obs[x] for x in xs])
+            xs = np.array(sorted(obs)); V = np.array([obs[x][:2] for x in xs])
             r_lo, r_hi, a = next_alloc(xs, V[:, 0], V[:, 1], lo, hi, B, self.use_envelopes)
             if a in obs: break                        # no new point representable: the bracket is at rounding level
-            y = yield a, 1; obs[a] = (y[0], y[1]); d = y[0] - y[1]
+            y = yield a, 1; obs[a] = tuple(y); d = y[0] - y[1]
             if d < 0: lo, hi = a, r_hi
             elif d > 0: lo, hi = r_lo, a
-            else: lo = hi = a
-        best = min(obs, key=lambda x: abs(obs[x][0] - obs[x][1]))
+            else: break                               # an exactly fair point: the fair set may be an interval
+        if self.best_fair and any(v[0] - v[1] == 0 for v in obs.values()):
+            best = yield from self._best_on_fair_set(obs, 0.0)
+        else:
+            best = min(obs, key=lambda x: abs(obs[x][0] - obs[x][1]))
         while True: yield best, FOREVER
 
 # %% ../../nbs/p04_equality_of_impact/03_algorithms.ipynb #91332744

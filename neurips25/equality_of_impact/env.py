@@ -84,8 +84,10 @@ def check_response(f: Callable,          # vectorised response on [0, B]
                    n_grid: int = 1025,     # grid size
                    rtol: float = 1e-9,     # tolerance relative to the range of f on the grid
                   ) -> None:
-    "Raise ValueError if `f` is not finite, nondecreasing (if `monotone`) or concave (if `concave`) on a grid of [0, B]."
-    x = np.linspace(0.0, B, n_grid)
+    "Raise ValueError if `f` is not finite, nondecreasing (if `monotone`) or concave (if `concave`) on a grid of [0, B] and its cell midpoints."
+    if isinstance(n_grid, bool) or not isinstance(n_grid, (int, np.integer)) or n_grid < 3:
+        raise ValueError(f"n_grid must be an integer >= 3, got {n_grid!r}")
+    x = np.linspace(0.0, B, 2 * int(n_grid) - 1)         # the n_grid grid and the midpoints of its cells
     y = np.asarray(f(x), dtype=float)
     if y.shape != x.shape: raise ValueError(f"{name} must map an array of shape {x.shape} to the same shape, got {y.shape}")
     if not np.all(np.isfinite(y)): raise ValueError(f"{name} is not finite on [0, {B}] (first at a={x[~np.isfinite(y)][0]:.4g})")

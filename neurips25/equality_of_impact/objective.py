@@ -20,7 +20,7 @@ class FairOptimum:
     W_star: float     # welfare at a_star
     fair_lo: float    # the fair set {|Delta| = V*} is [fair_lo, fair_hi]
     fair_hi: float
-    where: str        # "interior" | "left" (a* = 0) | "right" (a* = B)
+    where: str        # "interior" (V* = 0) | "left" (Delta(0) >= 0: the fair set starts at 0) | "right" (Delta(B) <= 0: it ends at B)
 
 def _bisect_monotone(pred, lo: float, hi: float, iters: int = 100) -> float:
     "Boundary of {a : pred(a)} for pred false then true on [lo, hi] (returns the smallest true point, to rounding)."
@@ -40,14 +40,16 @@ def _argmax_on(W, lo: float, hi: float) -> float:
     return float(r.x) if W(r.x) >= W(x[i]) else float(x[i])
 
 def offline_optimum(env: Environment) -> FairOptimum:
-    "a* = argmax W on the set of least EoI violation (root of the monotone gap, or the boundary when none exists)."
+    "a* = argmax W on the set of least EoI violation (root of the monotone gap, or a boundary stretch when none exists)."
     B, gap = env.B, env.gap
     d0, dB = float(gap(0.0)), float(gap(B))
-    if d0 >= 0:                                   # group 1 already has more impact with nothing: a* = 0
-        hi = _bisect_monotone(lambda a: gap(a) > d0, 0.0, B) if d0 == 0 else 0.0
-        lo_ = 0.0; where = "left"
-    elif dB <= 0:                                 # group 2 has more impact even with nothing: a* = B
-        lo_ = _bisect_monotone(lambda a: gap(a) >= dB, 0.0, B) if dB == 0 else B
+    if d0 >= 0:                                   # group 1 has at least group 2's impact with nothing: V* = Delta(0)
+        lo_ = 0.0; where = "left"                 # fair set [0, sup{Delta = Delta(0)}]: a flat stretch keeps it long
+        hi = _bisect_monotone(lambda a: gap(a) > d0, 0.0, B)
+        if hi <= 1e-12 * B: hi = 0.0              # a strictly rising gap: the fair set is {0} (snap the rounding)
+    elif dB <= 0:                                 # group 2 has more impact even with everything: V* = |Delta(B)|
+        lo_ = _bisect_monotone(lambda a: gap(a) >= dB, 0.0, B)     # fair set [inf{Delta = Delta(B)}, B]
+        if B - lo_ <= 1e-12 * B: lo_ = B
         hi = B; where = "right"
     else:
         lo_ = _bisect_monotone(lambda a: gap(a) >= 0, 0.0, B)      # inf {Delta >= 0}
@@ -67,6 +69,9 @@ def price_of_fairness(env: Environment) -> float:
 # %% ../../nbs/p04_equality_of_impact/01_objective.ipynb #f435fc55
 def brute_force_optimum(env: Environment, n_grid: int = 200_001, tol: float | None = None) -> tuple[float, float]:
     "(a*, V*) by grid search: least |Delta| on the grid, then the best welfare among points within tol of it."
+    if isinstance(n_grid, bool) or not isinstance(n_grid, (int, np.integer)) or n_grid < 2:
+        raise ValueError(f"n_grid must be an integer >= 2 (the grid includes 0 and B), got {n_grid!r}")
+    if tol is not None and not (np.isfinite(tol) and tol >= 0): raise ValueError(f"tol must be >= 0 and finite, got {tol}")
     a = np.linspace(0.0, env.B, n_grid)
     v = np.abs(env.gap(a))
     tol = (env.lipschitz_gap() * env.B / (n_grid - 1)) if tol is None else tol   # one grid cell of |Delta|
