@@ -4,7 +4,7 @@
 from __future__ import annotations
 import numpy as np
 
-from .instances import Instance, GFQ, PF, FairSelectionError
+from .instances import Instance, GFQ, PF, FairSelectionError, check_int
 from .thresholds import Allocation
 from .setaside import frac_gfq, frac_pf
 
@@ -20,6 +20,7 @@ def _check_x(x, capacity=None) -> np.ndarray:
     if not np.isfinite(x).all(): raise FairSelectionError("x contains NaN or infinity")
     if (x < -1e-12).any() or (x > 1 + 1e-12).any():
         raise FairSelectionError(f"fractional decisions must lie in [0, 1], got range [{x.min():.6g}, {x.max():.6g}]")
+    if capacity is not None: capacity = check_int(capacity, "capacity", 0)   # whole units: 2.5 is an error, not 2 or 3
     if capacity is not None and (x.sum(1) > capacity + 1e-7).any():
         raise FairSelectionError(f"fractional solution uses {x.sum(1).max():.6g} units > capacity {capacity}")
     return np.clip(x, 0.0, 1.0)
@@ -31,6 +32,8 @@ def rounding_step(kappa: int,   # current sale-unit index (1-based): the next un
                   u0: float,    # the run's offset U_0 in [0, 1)
                  ) -> tuple[int, int]:
     "The paper's ROUNDING(kappa, z_n, z_p, x) for one agent: (y_t, next kappa); unit kappa sits at kappa - 1 + u0."
+    kappa = check_int(kappa, "kappa (the 1-based index of the next unit)", 1)
+    if not (np.isfinite(z_p) and np.isfinite(z_n) and z_p >= 0): raise FairSelectionError(f"need finite levels 0 <= z_p <= z_n, got {z_p}, {z_n}")
     if not (0 <= x <= 1 + 1e-12) or abs((z_n - z_p) - x) > 1e-9: raise FairSelectionError("need 0 <= x = z_n - z_p <= 1")
     if not (0 <= u0 < 1): raise FairSelectionError(f"u0 must be in [0, 1), got {u0}")
     p = kappa - 1 + u0                                      # the point of unit kappa on the cumulative mass axis
@@ -47,7 +50,11 @@ def lossless_round(x,                 # fractional decisions, shape (R, T) or (T
     if u0 is None:
         rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
         u0 = rng.random(x.shape[0])
-    u0 = np.broadcast_to(np.asarray(u0, dtype=float), (x.shape[0],))
+    u0 = np.asarray(u0, dtype=float)
+    if u0.ndim > 1 or (u0.ndim == 1 and u0.shape[0] not in (1, x.shape[0])):
+        raise FairSelectionError(f"u0 must be one offset or one per run (R = {x.shape[0]}), got shape {u0.shape}")
+    if not np.isfinite(u0).all(): raise FairSelectionError("u0 contains NaN or infinity")
+    u0 = np.broadcast_to(u0, (x.shape[0],))
     if ((u0 < 0) | (u0 >= 1)).any(): raise FairSelectionError("u0 must lie in [0, 1)")
     S = np.cumsum(x, axis=1)
     if capacity is not None: S = np.minimum(S, capacity)     # float guard: sum x <= k up to 1e-7 (checked above)
@@ -58,6 +65,7 @@ def lossless_round(x,                 # fractional decisions, shape (R, T) or (T
 def independent_round(x, rng=None, capacity: int | None = None) -> np.ndarray:
     "Baseline: y_t ~ Bernoulli(x_t) independently, rejected once `capacity` units are used (loses value)."
     x = _check_x(x)
+    if capacity is not None: capacity = check_int(capacity, "capacity", 0)
     rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
     y = rng.random(x.shape) < x
     if capacity is not None: y &= np.cumsum(y, axis=1) <= capacity

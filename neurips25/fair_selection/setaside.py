@@ -38,6 +38,7 @@ def set_aside(inst: Instance,          # a batch of R instances
         if release: raise FairSelectionError("release is not defined for PF (its targets move with the arrivals)")
         release = False; beta = fairness.beta
         Th = float(inst.T if horizon is None else check_int(horizon, "horizon", 1))
+        if Th < T: raise FairSelectionError(f"horizon {int(Th)} is shorter than the instance (T = {T} arrivals)")
         Rsv = float(int(np.ceil(beta * k - 1e-9)) if reserve is None else check_int(reserve, "reserve", 0))
         if Rsv > k: raise FairSelectionError(f"reserve {Rsv:g} exceeds capacity k = {k}")
         q = None
