@@ -13,8 +13,9 @@ from .report import write_report, status_rows
 from ..docsync import update_status_block, sync_index
 
 # %% auto #0
-__all__ = ['TARGETS_HELP', 'COMMANDS', 'seconds', 'positive_int', 'cmd_list', 'cmd_reproduce', 'cmd_report', 'cmd_diff',
-           'cmd_data', 'build_parser', 'checkout_of', 'other_checkout_warning', 'main']
+__all__ = ['TARGETS_HELP', 'COMMANDS', 'CHECKOUT_COMMANDS', 'seconds', 'positive_int', 'cmd_list', 'cmd_reproduce', 'cmd_report',
+           'cmd_diff', 'cmd_data', 'build_parser', 'checkout_of', 'other_checkout_warning', 'no_checkout_message',
+           'main']
 
 # %% ../../nbs/01e_cli.ipynb #553d4e95
 TARGETS_HELP = "series (p05, p05_sgequidiff, sgequidiff) or artefacts (p05/fig_samples); default all"
@@ -253,6 +254,25 @@ def other_checkout_warning(cwd: Path | None = None) -> str | None:
             f"(or install it: pip install -e {here}); pass --root {ours} to silence this warning.")
 
 
+CHECKOUT_COMMANDS = ("list", "reproduce", "report", "diff")   # what runs the notebooks of a checkout
+
+
+def no_checkout_message(root: Path) -> str | None:
+    "Why the runner cannot run without a checkout when `root` has no `nbs/<series>/runs.yaml` (None when it has)."
+    if any(Path(root).glob("nbs/*/runs.yaml")):
+        return None
+    try:
+        from importlib.metadata import PackageNotFoundError, metadata
+        url = metadata("neurips25").get("Home-page") or "the neurips25 repository"
+    except PackageNotFoundError:
+        url = "the neurips25 repository"
+    return (f"no checkout of the neurips25 repository found (no nbs/<series>/runs.yaml under {root}). An installed "
+            "wheel carries the library (import neurips25.fair_matroid, ...), not the notebooks that list, reproduce, "
+            f"report and diff run: they need a checkout. Clone {url}, then `make setup` (or "
+            "`pip install -e \".[all]\"`) there and run neurips25 from it, or pass --root <checkout> "
+            "(or set NEURIPS25_ROOT).")
+
+
 def main(argv: list[str] | None = None) -> int:
     "Entry point of the `neurips25` command."
     try:
@@ -263,6 +283,10 @@ def main(argv: list[str] | None = None) -> int:
         warning = other_checkout_warning()
         if warning:
             print(warning, file=sys.stderr)
+        missing = no_checkout_message(core.REPO_ROOT) if args.cmd in CHECKOUT_COMMANDS else None
+        if missing:                             # e.g. a wheel installed outside any checkout
+            print(f"neurips25 {args.cmd}: {missing}", file=sys.stderr)
+            return 2
     else:
         args.root = args.root.resolve()
     if args.outputs is None and args.root is not None:
