@@ -446,3 +446,16 @@ def test_kernel_threads_respect_omp_and_affinity(monkeypatch):
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3, 4, 5}, raising=False)
     monkeypatch.setattr(os, "cpu_count", lambda: 64)
     assert kernel_threads(1) == 6 and kernel_threads(4) == 1 and kernel_threads(2) == 3
+
+
+def test_git_state_dirty_means_the_code_not_the_outputs(tmp_path):
+    # a reproduction rewrites committed outputs/ (REPORT.md, reference results) as it runs: that is not "dirty code"
+    from neurips25.runner.store import git_state
+    g = lambda *a: subprocess.run(["git", "-C", str(tmp_path), *a], check=True, capture_output=True)
+    g("init", "-q"); (tmp_path / "outputs").mkdir(); (tmp_path / "outputs" / "REPORT.md").write_text("a\n")
+    (tmp_path / "code.py").write_text("x = 1\n"); g("add", "."); g("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "c")
+    assert git_state(tmp_path)["dirty"] is False
+    (tmp_path / "outputs" / "REPORT.md").write_text("b\n")
+    assert git_state(tmp_path)["dirty"] is False
+    (tmp_path / "code.py").write_text("x = 2\n")
+    assert git_state(tmp_path)["dirty"] is True

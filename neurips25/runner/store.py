@@ -175,11 +175,14 @@ def install(tmp: Path, final: Path, ok: bool):
 
 # %% ../../nbs/01b_store.ipynb #1c70cad7
 def git_state(root: Path | None = None) -> dict:
-    "Commit hash and dirty flag of the checkout (None where it is not a git repository)."
+    "Commit hash and dirty flag of the checkout's code (None where it is not a git repository)."
+    # outputs/ is left out: a reproduction rewrites the committed reference results and REPORT.md as it goes, which
+    # says nothing about whether the code that ran is the commit's
     root = Path(root or core.REPO_ROOT)
     try:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=20)
-        status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+        status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!outputs"],
+                                cwd=root,
                                 capture_output=True, text=True, timeout=20)
     except (OSError, subprocess.SubprocessError):
         return {"commit": None, "dirty": None}
