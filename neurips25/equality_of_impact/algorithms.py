@@ -182,34 +182,79 @@ class NoisyEoI(Policy):
     "Algorithm 3 (Reconstruction): the search of Algorithm 1 with repeated, averaged queries and confidence tests, in stages."
     name = "Alg. 3 (EoI, noisy meta)"
     def __init__(self, B=1.0, sigma=0.0, sizes=(1.0, 1.0), delta: float = 0.05, n0: int = 2, exploit: int = 4,
-                 K: int = 64, use_envelopes: bool = True, atol: float = 4e-16):
+                 K: int = 64, use_envelopes: bool = True, atol: float = 4e-16,
+                 best_fair: bool = True,     # True: search the fair set for the welfare maximiser; False: keep the first fair point
+                 n_search: int = 2,          # welfare-search probes per stage (best_fair)
+                ):
         super().__init__(B, sigma, sizes)
         if not 0 < delta < 1: raise ValueError(f"delta must be in (0, 1), got {delta}")
-        if n0 < 1 or exploit < 1 or K < 1: raise ValueError("n0, exploit and K must be >= 1")
+        for k, v in dict(n0=n0, exploit=exploit, K=K, n_search=n_search).items():
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+                raise ValueError(f"{k} must be an integer >= 1, got {v!r}")
         self.delta, self.n0, self.exploit, self.K, self.use_envelopes, self.atol = delta, int(n0), int(exploit), int(K), use_envelopes, atol
+        self.best_fair, self.n_search = bool(best_fair), int(n_search)
 
     def halfwidth(self, count, j):
         "Confidence half-width of a pooled gap estimate from `count` rounds at stage j."
         return 2 * self.sigma * np.sqrt(2 * math.log(4 * j * j * self.K / self.delta) / np.asarray(count, float))
 
     def play(self, T):
-        B, S = self.B, {}                                   # S[a] = [sum I1, sum I2, rounds]
+        B, S = self.B, {}                                   # S[a] = [sum I1, sum I2, rounds, sum R1, sum R2]
         def query(a, n):
             y = yield a, n
-            s = S.setdefault(a, [0.0, 0.0, 0]); s[0] += n * y[0]; s[1] += n * y[1]; s[2] += n
+            s = S.setdefault(a, [0.0, 0.0, 0, 0.0, 0.0]); s[0] += n * y[0]; s[1] += n * y[1]; s[2] += n
+            s[3] += n * y[2]; s[4] += n * y[3]
             return (s[0] - s[1]) / s[2], s[2]
+        W = lambda x: (S[x][3] + S[x][4]) / S[x][2]           # pooled welfare estimate R1 + R2
+        gap = lambda x: (S[x][0] - S[x][1]) / S[x][2]           # pooled gap estimate
+        # the same half-width bounds a welfare difference's noise; + rounding, so pooled sums of equal values compare equal
+        hw = lambda x, j: float(self.halfwidth(S[x][2], j)) + 1e-12 * (1.0 + abs(gap(x)) + abs(W(x)))
+        def search(f, xl, xr, ref, j, n, cands):
+            "One stage of the welfare search over the fair set {Delta = Delta(ref)} (ref None: Delta = 0) around f (Reconstruction, ours)."
+            for _ in range(self.n_search):
+                if xr - xl <= self.atol * B: break
+                m = 0.5 * (xl + f) if f - xl > xr - f else 0.5 * (f + xr)   # halve the longer side of the best fair point
+                if m == f or m in cands: break
+                d, c = yield from query(m, n)
+                t, w = (0.0, hw(m, j)) if ref is None else (gap(ref), hw(m, j) + hw(ref, j))
+                if d - t < -w: xl = m                                  # m is left of the fair set
+                elif d - t > w: xr = m                                 # m is right of it
+                else:                                                  # m is fair at this stage's tolerance
+                    cands.add(m); e = hw(m, j) + hw(f, j)
+                    if W(m) - W(f) > e: f, (xl, xr) = m, ((f, xr) if m > f else (xl, f))     # concavity: keep m's side
+                    elif W(m) - W(f) < -e: xl, xr = (xl, m) if m > f else (m, xr)            # keep f's side
+                    else: break                                        # undecided: more samples next stage
+            return f, xl, xr
+        def boundary(a0, j):
+            "Delta(a0) at an end is w.h.p. the least |Delta|: the fair set {Delta = Delta(a0)} is an interval holding a0."
+            f, xl, xr, cands = a0, 0.0, B, {a0}
+            while True:
+                n = self.n0 * 2 ** j
+                yield from query(a0, max(1, math.isqrt(n)))            # the reference: a vanishing share of the rounds
+                for x in sorted(cands - {a0}):                         # drop candidates now certainly unfair
+                    if abs(gap(x) - gap(a0)) > hw(x, j) + hw(a0, j):
+                        cands.discard(x)
+                        if x > a0: xr = min(xr, x)
+                        else: xl = max(xl, x)
+                inside = [x for x in cands if xl <= x <= xr] or [a0]
+                f = max(inside, key=W)
+                f, xl, xr = yield from search(f, xl, xr, a0, j, n, cands)
+                yield from query(f, self.exploit * n); j += 1
         lo, hi, lo_ok, hi_ok, j, prev = 0.0, B, False, False, 1, None
+        sxl = sxr = None                                        # the welfare search's interval around prev (best_fair)
         while True:
             n, fair = self.n0 * 2 ** j, None
             if not lo_ok:                                   # sign of Delta(0)
                 d, c = yield from query(0.0, n); w = self.halfwidth(c, j)
-                if d > w:
-                    while True: yield 0.0, FOREVER          # Delta(0) > 0 w.h.p.: a* = 0
+                if d > w:                                   # Delta(0) > 0 w.h.p.: V* = Delta(0)
+                    if self.best_fair: yield from boundary(0.0, j)
+                    while True: yield 0.0, FOREVER
                 elif d < -w: lo_ok = True
                 else: fair = 0.0
             if fair is None and not hi_ok:                  # sign of Delta(B)
                 d, c = yield from query(B, n); w = self.halfwidth(c, j)
                 if d < -w:
+                    if self.best_fair: yield from boundary(B, j)
                     while True: yield B, FOREVER
                 elif d > w: hi_ok = True
                 else: fair = B
@@ -230,5 +275,8 @@ class NoisyEoI(Policy):
                 elif d < -w: lo, hi = a, r_hi
                 else: fair = a
                 if k >= self.K and fair is None: fair = a
+            if self.best_fair:                              # search the fair set around it for a better welfare
+                if fair != prev or sxl is None: sxl, sxr = lo, hi
+                fair, sxl, sxr = yield from search(fair, sxl, sxr, None, j, n, set())
             yield from query(fair, self.exploit * n)        # exploit the 2w-fair allocation
             prev, j = fair, j + 1
