@@ -183,7 +183,7 @@ class NoisyEoI(Policy):
     name = "Alg. 3 (EoI, noisy meta)"
     def __init__(self, B=1.0, sigma=0.0, sizes=(1.0, 1.0), delta: float = 0.05, n0: int = 2, exploit: int = 4,
                  K: int = 64, use_envelopes: bool = True, atol: float = 4e-16,
-                 best_fair: bool = True,     # True: search the fair set for the welfare maximiser; False: keep the first fair point
+                 best_fair: bool = False,    # True: search the fair set for the welfare maximiser; False: keep the first fair point
                  n_search: int = 2,          # welfare-search probes per stage (best_fair)
                 ):
         super().__init__(B, sigma, sizes)
@@ -276,7 +276,9 @@ class NoisyEoI(Policy):
                 else: fair = a
                 if k >= self.K and fair is None: fair = a
             if self.best_fair:                              # search the fair set around it for a better welfare
-                if fair != prev or sxl is None: sxl, sxr = lo, hi
+                # certified bounds of the fair set persist across stages (w.h.p.): intersect with the bracket, keep f inside
+                sxl, sxr = (lo, hi) if sxl is None else (max(sxl, lo), min(sxr, hi))
+                sxl, sxr = min(sxl, fair), max(sxr, fair)
                 fair, sxl, sxr = yield from search(fair, sxl, sxr, None, j, n, set())
             yield from query(fair, self.exploit * n)        # exploit the 2w-fair allocation
             prev, j = fair, j + 1
