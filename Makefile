@@ -3,6 +3,7 @@
 #   make reproduce  set up, then run every registered figure/table notebook at the medium profile -> outputs/REPORT.md
 #   make lab        JupyterLab on the notebooks
 #   make bench      the speed benchmarks of every series (one thread each)
+#   make gpu-check  every gpu: true artefact at its small profile on CUDA -> outputs/gpu-check.json (DEVICE=cpu: on CPU)
 #   make docs       a static site of every notebook with its outputs in _docs/ (make serve-docs to browse it)
 SHELL := /bin/bash
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
@@ -26,9 +27,9 @@ TORCH_REPORT += \n    print("setup: note: no CPU wheel from $(TORCH_CPU_INDEX); 
 # Data packages from Debian that some series read (see data/README.md).
 DEBIAN_DATA := dataset-fashion-mnist invesalius-examples bible-kjv bible-kjv-text fortunes fortunes-min jargon-text wordnet-base python3-doc
 
-.PHONY: setup data test reproduce report lab bench sync clean-outputs help docs serve-docs
+.PHONY: setup data test reproduce report lab bench sync clean-outputs help docs serve-docs gpu-check
 help:
-	@sed -n '2,6p' Makefile
+	@sed -n '2,7p' Makefile
 BENCHMARKS := eok iipm fair_matroid fedfact fair_selection equality_of_impact
 
 setup: $(VENV)/.installed
@@ -93,6 +94,12 @@ bench: setup
 	@for m in $(BENCHMARKS); do echo "== python -m neurips25.$$m.benchmark"; \
 	  OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/python -m neurips25.$$m.benchmark || exit 1; done
 	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/python -m neurips25.lm_benchmark --threads 1
+
+# The GPU path at a bounded size: each gpu: true artefact at its small profile; on cuda a run passes only if its kernel
+# used the GPU. DEVICE=cpu runs the same notebooks on the CPU (CI does), so the CUDA code path cannot rot unseen.
+DEVICE ?= cuda
+gpu-check: setup
+	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 NEURIPS25_PROGRESS=0 $(BIN)/neurips25 gpu-check --device $(DEVICE)
 
 # The reader's edition: a static site of every notebook with its outputs in _docs/ (incremental: unchanged notebooks are
 # not re-executed). `make serve-docs` builds it and serves it at http://127.0.0.1:8000/ (PORT=... to change).

@@ -10,6 +10,7 @@ from .registry import PROFILES, RunnerError, load_registry, notebook_parameters,
 from .executors import (Terminated, install_signal_handlers, needs_hints, plan, plan_estimate, run_jobs,
                                         summarize)
 from .report import write_report, status_rows
+from .gpucheck import cmd_gpu_check, gpu_check_args
 from ..docsync import update_status_block, sync_index
 
 # %% auto #0
@@ -213,6 +214,8 @@ COMMANDS = {   # name -> (help, adds its arguments, runs it); a new subcommand i
     "diff": ("compare the results in outputs/ with the committed reference: verdict changes (exit 1), moved values, "
              "stale results", _diff_args, cmd_diff),
     "data": ("the papers' own data sets and models: list | verify NAME | where NAME | pin NAME", _data_args, cmd_data),
+    "gpu-check": ("run every gpu: true artefact at its small profile on CUDA (or --device cpu) and check it used the "
+                  "GPU: wall time, peak GPU memory -> outputs/gpu-check.json", gpu_check_args, cmd_gpu_check),
 }
 
 
@@ -254,7 +257,7 @@ def other_checkout_warning(cwd: Path | None = None) -> str | None:
             f"(or install it: pip install -e {here}); pass --root {ours} to silence this warning.")
 
 
-CHECKOUT_COMMANDS = ("list", "reproduce", "report", "diff")   # what runs the notebooks of a checkout
+CHECKOUT_COMMANDS = ("list", "reproduce", "report", "diff", "gpu-check")   # what runs the notebooks of a checkout
 
 
 def no_checkout_message(root: Path) -> str | None:

@@ -1,0 +1,44 @@
+"""`neurips25 gpu-check`: the gpu: true artefacts at their small profile on one device, checked and reported."""
+import json
+
+import pytest
+import torch
+
+from conftest import out_dir, run_cli
+
+
+def test_gpu_check_cpu_runs_the_gpu_artefacts_in_scratch(fixture_repo, tmp_path):
+    rep_path = tmp_path / "gc.json"
+    r = run_cli(fixture_repo, "gpu-check", "--device", "cpu", "--out", str(rep_path))
+    assert r.returncode == 0, r.stdout + r.stderr
+    rep = json.loads(rep_path.read_text())
+    assert rep["ok"] and rep["device"] == "cpu" and rep["profile"] == "small"
+    assert [x["artefact"] for x in rep["runs"]] == ["p98_fix/tab_b"]          # only the gpu: true one by default
+    row = rep["runs"][0]
+    assert row["status"] == "ok" and row["device"] == "cpu" and not row["cuda_used"] and row["wall_s"] > 0
+    assert "1/1 ok" in r.stdout
+    assert not out_dir(fixture_repo, "tab_b", "small").exists()               # the reference outputs are untouched
+    assert not (fixture_repo / "outputs" / "gpu-check.json").exists()
+
+
+def test_gpu_check_named_targets_and_a_failing_run(fixture_repo, tmp_path):
+    runs = fixture_repo / "nbs" / "p98_fix" / "runs.yaml"
+    runs.write_text(runs.read_text().replace("small: {}", "small: {fail: true}"))
+    r = run_cli(fixture_repo, "gpu-check", "--device", "cpu", "p98/fig_a", "p98/tab_b", "--out", str(tmp_path / "g.json"))
+    assert r.returncode == 1, r.stdout + r.stderr
+    rep = json.loads((tmp_path / "g.json").read_text())
+    ok = {x["artefact"]: x for x in rep["runs"]}
+    assert ok["p98_fix/fig_a"]["ok"] and not ok["p98_fix/tab_b"]["ok"] and not rep["ok"]
+    assert "boom on purpose" in ok["p98_fix/tab_b"]["problem"]
+    assert "FAILED" in r.stdout
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+def test_gpu_check_cuda_without_cuda_is_a_clear_error(fixture_repo):
+    r = run_cli(fixture_repo, "gpu-check")
+    assert r.returncode == 2 and "CUDA" in r.stderr, r.stdout + r.stderr
+
+
+def test_gpu_check_bad_device(fixture_repo):
+    r = run_cli(fixture_repo, "gpu-check", "--device", "tpu")
+    assert r.returncode == 2 and "invalid choice" in r.stderr
