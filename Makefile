@@ -30,7 +30,7 @@ DEBIAN_DATA := dataset-fashion-mnist invesalius-examples bible-kjv bible-kjv-tex
 .PHONY: setup data test reproduce report lab bench sync clean-outputs help docs serve-docs gpu-check
 help:
 	@sed -n '2,7p' Makefile
-BENCHMARKS := eok iipm fair_matroid fedfact fair_selection equality_of_impact
+BENCHMARKS := eok iipm fair_matroid fedfact fair_selection equality_of_impact care ebm_geometry sgequidiff
 
 setup: $(VENV)/.installed
 
