@@ -92,7 +92,10 @@ def make_batch(designs: list,           # [(sg, lattice (6,), wyckoff indices, e
     for b, (sg, lat, W, E) in enumerate(designs):
         sg = int(check_sg_tensor(int(sg))); G = space_group(sg); Ainv = np.linalg.inv(G.A)
         if len(W) != len(E) or not len(W): raise ValueError(f"design {b}: need as many elements as Wyckoff indices (at least one)")
-        sgs.append(sg); lats.append(np.asarray(lat, float)); slot = 0
+        la = np.asarray(lat, float)
+        if la.shape != (6,) or not np.isfinite(la).all() or (la[:3] <= 0).any(): raise ValueError(f"design {b}: lattice must be 6 finite numbers with positive lengths, got {lat}")
+        if any(not 0 <= int(e) < 98 for e in E): raise ValueError(f"design {b}: element tokens must be in 0..97 (Z - 1), got {list(E)}")
+        sgs.append(sg); lats.append(la); slot = 0
         for w, e in zip(W, E):
             cz = wyckoff_cosets(sg, int(w))
             ac.append(b); asg.append(sg); wy.append(int(w)); el.append(int(e)); order.append(G.order)

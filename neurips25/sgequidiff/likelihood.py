@@ -34,8 +34,8 @@ def _div_field(score_fn, x, sigma, batch, B, slot):
     "(v = -sigma^2 s(x), sigma^2 div s per crystal) with the exact divergence on the Wyckoff subspaces."
     x = x.detach().requires_grad_(True)
     s = score_fn(x, sigma)
-    div = torch.zeros(batch.n_crystals, dtype=s.dtype)
-    crys = torch.as_tensor(batch.atom_crystal)
+    div = torch.zeros(batch.n_crystals, dtype=s.dtype, device=s.device)
+    crys = torch.as_tensor(batch.atom_crystal, device=s.device)
     for m in range(int(slot.max()) + 1):
         rows = slot == m
         for k in range(3):
@@ -51,26 +51,28 @@ def pf_log_likelihood(score_fn,                 # (x (n, 3) torch, sigma float) 
                       sigma0: float, sigma1: float,  # integrate from sigma0 (data end) to sigma1 (prior end)
                       prior_logp,               # (x1 (n, 3) numpy) -> (B,) log p_{sigma1}
                       n_steps: int = 100,       # RK4 steps in log sigma (the port: 500)
+                      device=None,              # torch device of the ODE state (the score's device; default CPU)
                      ) -> tuple[np.ndarray, np.ndarray]:
     "(log p_{sigma0}(x0) per crystal (B,), x at sigma1 (n, 3)) by the probability-flow ODE (RK4, exact divergence)."
     if not 0 < sigma0 < sigma1: raise ValueError(f"need 0 < sigma0 < sigma1, got {sigma0}, {sigma1}")
     if not isinstance(n_steps, (int, np.integer)) or n_steps < 1: raise ValueError(f"n_steps must be a positive integer, got {n_steps!r}")
     x0 = np.asarray(x0, float)
     if x0.shape != (len(batch.elem), 3) or not np.isfinite(x0).all(): raise ValueError(f"x0 must be finite with shape ({len(batch.elem)}, 3)")
-    B = torch.as_tensor(subspace_bases(batch))
+    dev = torch.device("cpu") if device is None else torch.device(device)
+    B = torch.as_tensor(subspace_bases(batch), device=dev)
     slot = np.zeros(len(batch.elem), int)
     for b in range(batch.n_crystals):
         j = np.flatnonzero(batch.atom_crystal == b); slot[j] = np.arange(len(j))
-    slot = torch.as_tensor(slot)
-    x = torch.as_tensor(x0, dtype=torch.float64); acc = torch.zeros(batch.n_crystals, dtype=torch.float64)
+    slot = torch.as_tensor(slot, device=dev)
+    x = torch.as_tensor(x0, dtype=torch.float64, device=dev); acc = torch.zeros(batch.n_crystals, dtype=torch.float64, device=dev)
     u = np.linspace(np.log(sigma0), np.log(sigma1), n_steps + 1)
     f = lambda x, uu: _div_field(score_fn, x, float(np.exp(uu)), batch, B, slot)
     for a, b in zip(u[:-1], u[1:]):
         h = b - a
         k1, d1 = f(x, a); k2, d2 = f(x + h / 2 * k1, a + h / 2); k3, d3 = f(x + h / 2 * k2, a + h / 2); k4, d4 = f(x + h * k3, b)
         x = x + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4); acc = acc + h / 6 * (d1 + 2 * d2 + 2 * d3 + d4)
-    x1 = x.numpy()
-    return np.asarray(prior_logp(x1)) - acc.numpy(), x1
+    x1 = x.cpu().numpy()
+    return np.asarray(prior_logp(x1)) - acc.cpu().numpy(), x1
 
 # %% ../../nbs/p05_sgequidiff/07a_likelihood.ipynb #a463932d
 def coords_log_likelihood(model: CoordScoreModel, norm: ScoreNorm, batch: AsuBatch, x0: np.ndarray,
@@ -78,6 +80,8 @@ def coords_log_likelihood(model: CoordScoreModel, norm: ScoreNorm, batch: AsuBat
     "log p(X | W, E, G, L) per crystal by the probability-flow ODE of the trained coordinate model."
     B = batch.n_crystals
     def score_fn(x, s):
-        sb = torch.as_tensor(norm(batch.atom_sg, batch.wyck, np.full(len(batch.elem), s), model.plain), dtype=torch.float64)
-        return model(batch, x.float(), np.full(B, np.log(s))).double() * sb[:, None]
-    return pf_log_likelihood(score_fn, batch, x0, sigma_min, sigma_max, lambda x1: uniform_prior_logp(batch), n_steps)[0]
+        out = model(batch, x.float(), np.full(B, np.log(s))).double()
+        sb = torch.as_tensor(norm(batch.atom_sg, batch.wyck, np.full(len(batch.elem), s), model.plain), dtype=out.dtype, device=out.device)
+        return out * sb[:, None]
+    dev = next(model.parameters()).device              # every tensor follows the model's device
+    return pf_log_likelihood(score_fn, batch, x0, sigma_min, sigma_max, lambda x1: uniform_prior_logp(batch), n_steps, device=dev)[0]

@@ -17,6 +17,9 @@ __all__ = ['COV_CUTOFFS', 'structure_validity', 'smact_validity', 'structure_fin
 # %% ../../nbs/p05_sgequidiff/04_metrics.ipynb #08a7e4d6
 def structure_validity(s, cutoff: float = 0.5, min_volume: float = 0.1) -> bool:
     "All interatomic distances (periodic) >= cutoff Å and volume >= min_volume Å^3."
+    if len(s) == 0: raise ValueError("structure_validity needs a structure with at least one site, got an empty one")
+    if not (np.isfinite(s.frac_coords).all() and np.isfinite(s.lattice.matrix).all()):
+        raise ValueError("structure_validity: the structure has NaN or infinite coordinates or lattice")
     if s.volume < min_volume: return False
     if len(s) == 1:                                    # one atom: its nearest periodic image
         return bool(min(s.lattice.abc) >= cutoff and s.get_neighbors(s[0], cutoff - 1e-8) == [])
@@ -135,6 +138,7 @@ def wdist_density(gen: list, ref: list, n_max: int = 1000, rng: np.random.Genera
     "Wasserstein distance of densities (g/cm^3) of up to n_max random generated crystals vs. the reference."
     from scipy.stats import wasserstein_distance
     if not gen or not ref: raise ValueError("wdist needs non-empty generated and reference sets")
+    if any(s is None for s in gen) or any(s is None for s in ref): raise ValueError("wdist: None entries (failed samples) must be dropped first")
     rng = np.random.default_rng(0) if rng is None else rng
     g = gen if len(gen) <= n_max else [gen[i] for i in rng.choice(len(gen), n_max, replace=False)]
     return float(wasserstein_distance([s.density for s in g], [s.density for s in ref]))
@@ -143,6 +147,7 @@ def wdist_nelements(gen: list, ref: list, n_max: int = 1000, rng: np.random.Gene
     "Wasserstein distance of the number of distinct elements, generated vs. reference."
     from scipy.stats import wasserstein_distance
     if not gen or not ref: raise ValueError("wdist needs non-empty generated and reference sets")
+    if any(s is None for s in gen) or any(s is None for s in ref): raise ValueError("wdist: None entries (failed samples) must be dropped first")
     rng = np.random.default_rng(0) if rng is None else rng
     g = gen if len(gen) <= n_max else [gen[i] for i in rng.choice(len(gen), n_max, replace=False)]
     return float(wasserstein_distance([len(s.composition.elements) for s in g], [len(s.composition.elements) for s in ref]))
@@ -196,6 +201,8 @@ def sg_preservation(structs: list, requested, symprec: float = 0.1) -> float:
     "Fraction of structures whose spglib space group (at symprec) equals the requested one."
     requested = np.asarray(requested)
     if len(requested) != len(structs) or not structs: raise ValueError("one requested group per (non-empty) structure list")
+    if requested.dtype.kind not in "iu" or ((requested < 1) | (requested > 230)).any():
+        raise ValueError(f"requested space groups must be integers 1..230, got {requested.tolist()}")
     return float(np.mean([spacegroup_of(s, symprec) == r for s, r in zip(structs, requested)]))
 
 # %% ../../nbs/p05_sgequidiff/04_metrics.ipynb #f740a97d
@@ -212,7 +219,8 @@ def evaluate(gen: list,                       # generated Structures (None for a
     if dataset not in COV_CUTOFFS: raise ValueError(f"unknown dataset {dataset!r}: one of {sorted(COV_CUTOFFS)}")
     if not gen or not ref: raise ValueError("evaluate needs non-empty generated and reference sets")
     built = [s for s in gen if s is not None]
-    sv = np.array([s is not None and structure_validity(s) for s in gen])
+    finite = lambda s: len(s) > 0 and np.isfinite(s.frac_coords).all() and np.isfinite(s.lattice.matrix).all()
+    sv = np.array([s is not None and finite(s) and structure_validity(s) for s in gen])   # a NaN sample is invalid, not an error
     cv = np.array([s is not None and smact_validity(s) for s in gen])
     valid = sv & cv
     gS, gC, gok = fingerprints(built, use_symmetry)

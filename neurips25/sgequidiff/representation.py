@@ -31,6 +31,8 @@ class AsymCrystal:
         lat = np.asarray(self.lattice, float)
         if lat.shape != (6,) or not np.isfinite(lat).all(): raise ValueError(f"lattice must be 6 finite numbers, got {self.lattice}")
         if (lat[:3] <= 0).any() or cell_volume(lat) <= 0: raise ValueError(f"lattice {lat} has no positive volume")
+        if not np.allclose(apply_bravais(lat, self.sg), lat, rtol=1e-6, atol=1e-4):
+            raise ValueError(f"lattice {lat.tolist()} breaks the Bravais ties of group {self.sg} (expected {np.round(apply_bravais(lat, self.sg), 4).tolist()})")
         X = np.asarray(self.coords, float).reshape(-1, 3) if np.size(self.coords) else np.zeros((0, 3))
         if not (len(self.wyckoffs) == len(self.elements) == len(X)):
             raise ValueError(f"wyckoffs ({len(self.wyckoffs)}), elements ({len(self.elements)}) and coords ({len(X)}) must have one entry per ASU atom")
@@ -96,6 +98,11 @@ def from_structure(structure,               # a pymatgen Structure (ordered)
     "The asymmetric-unit representation of a structure, in pyxtal's Wyckoff setting."
     import spglib
     from pymatgen.core import Element
+    if not (np.isfinite(symprec) and symprec > 0): raise ValueError(f"symprec must be a positive finite number, got {symprec}")
+    if not np.isfinite(angle_tolerance): raise ValueError(f"angle_tolerance must be finite, got {angle_tolerance}")
+    if len(structure) == 0: raise ValueError("from_structure needs a structure with at least one site")
+    if not (np.isfinite(structure.frac_coords).all() and np.isfinite(structure.lattice.matrix).all()):
+        raise ValueError("from_structure: the structure has NaN or infinite coordinates or lattice (spglib would crash)")
     if not structure.is_ordered: raise SymmetryError("the structure is disordered (partial occupancies); only ordered crystals have tokens")
     if len(structure) > 1:
         d = structure.distance_matrix[np.triu_indices(len(structure), 1)].min()
