@@ -103,8 +103,12 @@ gpu-check: setup
 
 # The reader's edition: a static site of every notebook with its outputs in _docs/ (incremental: unchanged notebooks are
 # not re-executed). `make serve-docs` builds it and serves it at http://127.0.0.1:8000/ (PORT=... to change).
+# ONLY=p10 (or "p10 00_core") builds part of the site; the data check comes first (it installs or names the Debian
+# data packages some notebooks read). serve-docs runs the same build, which skips mkdocs when nothing changed.
+ONLY ?=
 docs: setup
-	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 NEURIPS25_PROGRESS=0 $(BIN)/python -m neurips25.docs build --jobs $(JOBS)
+	-@$(MAKE) --no-print-directory data
+	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 NEURIPS25_PROGRESS=0 $(BIN)/python -m neurips25.docs build --jobs $(JOBS) $(if $(strip $(ONLY)),--only '$(strip $(ONLY))')
 
 serve-docs: docs
 	$(BIN)/python -m neurips25.docs serve --port $${PORT:-8000}

@@ -12,7 +12,8 @@ from . import core
 # %% auto #0
 __all__ = ['DOCS_VERSION', 'PROFILE_ORDER', 'TOOLING', 'SKIP_TOP', 'GIT_URL', 'COPIED', 'MATHJAX_CONFIG', 'Notebook', 'SeriesDoc',
            'collect', 'notebook_key', 'execute_notebook', 'notebook_markdown', 'api_markdown', 'check_site', 'best_run',
-           'run_summary', 'readme_table', 'report_markdown', 'build', 'serve', 'main']
+           'stale_banner', 'results_markdown', 'run_summary', 'landing_status', 'readme_table', 'report_markdown',
+           'build', 'serve', 'main']
 
 # %% ../nbs/04_docs.ipynb #bd24e789
 DOCS_VERSION = "1"          # bump when the rendering changes: every cached page is rebuilt
@@ -255,17 +256,43 @@ def _title(nb_path: Path, default: str) -> str:
 
 def _cell(v) -> str: return str(v).replace("|", "\\|").replace("\n", " ")
 
-def best_run(art, outputs: Path) -> tuple[Path, dict] | None:
-    "The executed copy of an artefact at the best profile that succeeded (full > medium > small), with its manifest."
-    for prof in PROFILE_ORDER:
-        d = Path(outputs) / art.series / art.name / prof
-        m = d / "manifest.json"
-        if not m.is_file(): continue
-        try: man = json.loads(m.read_text())
-        except (OSError, json.JSONDecodeError): continue
-        nb = d / art.notebook.name
-        if man.get("status", "ok") == "ok" and nb.is_file(): return nb, man
-    return None
+def best_run(art, best: dict) -> dict | None:
+    "The run shown for an artefact: the runner's counted record (`report.best_records`), if it has a good result."
+    r = best.get(art.id)
+    return r if r and r["good"] else None
+
+def stale_banner(r: dict) -> str:
+    "Markdown warning for a stale record (`run_is_stale`: its run key no longer matches), with its refresh command."
+    if not r.get("stale"): return ""
+    cmd = f"neurips25 reproduce {r['art'].id} --profile {r['profile']}"
+    return (f"!!! warning \"Stale result: refresh with `{cmd}`\"\n"
+            f"    This {r['profile']} result no longer matches the notebook or the library (its run key differs "
+            f"from the current one). `{cmd}` refreshes it.\n")
+
+def _csv_markdown(p: Path, rel: str, max_rows: int = 20) -> str:
+    "A CSV as a Markdown table (first `max_rows` rows) with a link to the whole file."
+    import csv
+    with open(p, newline="") as f: rows = list(csv.reader(f))
+    if not rows: return f"[{p.name}]({rel}) (empty)"
+    head, body = rows[0], rows[1:]
+    out = [f"*{p.name}* ([CSV]({rel}))", "", "| " + " | ".join(map(_cell, head)) + " |", "|" + "---|" * len(head)]
+    out += ["| " + " | ".join(map(_cell, r)) + " |" for r in body[:max_rows]]
+    if len(body) > max_rows: out += ["", f"*... {len(body) - max_rows} more rows in [{p.name}]({rel})*"]
+    return "\n".join(out)
+
+def results_markdown(r: dict, page: str, w) -> str:
+    "A run's committed results (its manifest's PNG figures and CSV tables), copied next to `page` by the writer `w`."
+    d, stem, folder = Path(r["dir"]), Path(page).stem, os.path.dirname(page)
+    names = [x["path"] for x in (r["good"] or {}).get("files", [])] or sorted(x.name for x in d.iterdir())
+    parts = []
+    for name in names:
+        p = d / name
+        if p.suffix not in (".png", ".csv") or not p.is_file(): continue
+        rel = f"{stem}_results/{name}"
+        w.write(f"{folder}/{rel}" if folder else rel, p.read_bytes())
+        parts.append(f"![{p.name}]({rel})" if p.suffix == ".png" else _csv_markdown(p, rel))
+    if not parts: return ""
+    return "**Results** (the committed run in `outputs/`)\n\n" + "\n\n".join(parts) + "\n"
 
 def run_summary(man: dict, claims: list[dict]) -> str:
     "Markdown: the run's manifest summary (profile, parameters, time, commit, device) and its claims table."
@@ -297,32 +324,54 @@ def _insert_after_title(body: str, extra: str) -> str:
     if not m or body[:m.start()].strip(): return extra + "\n" + body
     return body[:m.end()] + "\n\n" + extra + "\n" + body[m.end():]
 
-def readme_table(readme: Path, built: set[str], api_pages: dict) -> str:
-    "The README's paper table, its series and module cells linked to the site's pages."
+def landing_status(root: Path, outputs: Path) -> dict:
+    "Series folder -> status text of the landing page: REPORT's `status_rows`, 'not yet run' where nothing ran."
+    from neurips25.runner.registry import load_registry
+    from neurips25.runner.report import status_rows
+    st = status_rows(root, outputs)
+    return {s.folder: st.get(s.folder, "not yet run (`make reproduce`)") for s in load_registry(root, errors={})}
+
+def readme_table(readme: Path, built: set[str], api_pages: dict,
+                 status: dict | None = None,  # series folder -> status cell (default: the README's own)
+                ) -> str:
+    "The README's paper table, its status cells from `status`, its series and module cells linked to the site's pages."
     text = Path(readme).read_text() if Path(readme).is_file() else ""
     m = re.search(r"<!-- status:start -->\n(.*?)<!-- status:end -->", text, re.S)
     if not m: return "*The README has no paper table.*\n"
+    tab = m.group(1)
+    if status:
+        import tempfile
+        from neurips25.docsync import update_status_block
+        with tempfile.TemporaryDirectory() as d:   # the same rewrite as `neurips25 report --readme`
+            f = Path(d) / "README.md"
+            f.write_text(m.group(0))
+            update_status_block(f, status)
+            tab = re.search(r"<!-- status:start -->\n(.*?)<!-- status:end -->", f.read_text(), re.S).group(1)
     def series_cell(mm):
         f = mm.group(1)
         return f"[{f}]({f}/index.md)" if f in built else f"`nbs/{f}/`"
     def module_cell(mm):
         top = mm.group(1).split(".")[0]
         return f"[`neurips25.{mm.group(1)}`]({api_pages[top]})" if top in api_pages else mm.group(0)
-    tab = re.sub(r"`nbs/([^/`]+)/`", series_cell, m.group(1))
+    tab = re.sub(r"`nbs/([^/`]+)/`", series_cell, tab)
     return re.sub(r"`neurips25\.([\w.]+)`", module_cell, tab)
+
 
 # %% ../nbs/04_docs.ipynb #c9186cc2
 class _Writer:
     "Writes the site's source files, touching only those whose bytes changed; removes the rest at the end."
-    def __init__(self, root: Path): self.root, self.seen = Path(root), set()
+    def __init__(self, root: Path): self.root, self.seen, self.changed = Path(root), set(), 0
     def write(self, rel: str, data: str | bytes):
         p = self.root / rel; self.seen.add(p)
         b = data.encode() if isinstance(data, str) else data
         if p.is_file() and p.read_bytes() == b: return
         p.parent.mkdir(parents=True, exist_ok=True); p.write_bytes(b)
+        self.changed += 1
     def prune(self, keep: tuple = ()):
         for p in sorted(self.root.rglob("*"), reverse=True):
-            if p.is_file() and p not in self.seen and not any(k in p.parents for k in keep): p.unlink()
+            if p.is_file() and p not in self.seen and not any(k in p.parents for k in keep):
+                p.unlink()
+                self.changed += 1
             elif p.is_dir() and not any(p.iterdir()): p.rmdir()
 
 COPIED = (".png", ".pdf", ".svg", ".csv", ".json")   # report links to these files are copied into the site
@@ -435,6 +484,8 @@ def build(root: Path | None = None,      # repository root
         f = executed.get(n.path) or dest_of[n.path]
         nb_page(f, n.page, api_link(n), n.path.parent)
 
+    from neurips25.runner.report import best_records, collect as collect_runs
+    best = best_records(collect_runs(root, outputs))   # the records REPORT.md counts, staleness included
     nav_series = []
     for s in series:
         lines = [f"# {s.paper.get('id', s.folder)} — {s.title}", ""]
@@ -447,15 +498,19 @@ def build(root: Path | None = None,      # repository root
         rows = []
         for a in s.artefacts:
             page = f"{s.folder}/{a.notebook.stem}.md"
-            run = best_run(a, outputs)
+            run = best_run(a, best)
             if run:
-                nb_file, man = run
-                claims = _read_claims(nb_file.parent)
-                nb_page(nb_file, page, run_summary(man, claims), a.notebook.parent)
+                man, claims = run["good"], run["claims"]
+                nb_file = Path(run["dir"]) / a.notebook.name     # executed copy: local runs only, never committed
+                top = stale_banner(run) + run_summary(man, claims)
+                if nb_file.is_file(): nb_page(nb_file, page, top, a.notebook.parent)
+                else: nb_page(a.notebook, page, top + "\n" + results_markdown(run, page, w), a.notebook.parent)
                 verdicts = {}
                 for c in claims:
-                    if c.get("kind", "preregistered") == "preregistered": verdicts[c.get("verdict", "?")] = verdicts.get(c.get("verdict", "?"), 0) + 1
+                    if c.get("kind", "preregistered") == "preregistered":
+                        verdicts[c.get("verdict", "?")] = verdicts.get(c.get("verdict", "?"), 0) + 1
                 status = f"{man.get('profile')}; " + (", ".join(f"{v} {k}" for k, v in verdicts.items()) or "no claims")
+                status += "; **stale**" if run.get("stale") else ""
             else:
                 prof = "\n".join(f"| {p} | {_cell(', '.join(f'{k}={v}' for k, v in a.profiles[p].items()) or 'notebook defaults')} |"
                                  for p in ("small", "medium", "full"))
@@ -499,6 +554,7 @@ def build(root: Path | None = None,      # repository root
     w.write("report.md", report_markdown(rep, outputs, art_page, w) if rep.is_file() else
             "# Reproduction report\n\n!!! warning \"Not yet run — `make reproduce`\"\n    `outputs/REPORT.md` does not exist yet.\n")
     built = {s.folder for s in series}
+    status = landing_status(root, outputs)      # the same status_rows as `neurips25 report --readme`
     readme = (root / "README.md").read_text() if (root / "README.md").is_file() else ""
     rest = [s.folder for s in series if f"nbs/{s.folder}/" not in readme]     # e.g. the demo series
     other = ("\nAlso in this site: " + ", ".join(f"[{f}]({f}/index.md)" for f in rest) + ".\n") if rest else ""
@@ -506,7 +562,7 @@ def build(root: Path | None = None,      # repository root
             "notebooks executed at their small defaults, figure/table notebooks from their best run in `outputs/` with "
             "the run's manifest and claims. The [reproduction report](report.md) has every claim's verdict"
             + (", the [shared library](shared/index.md) the modules every series uses" if shared else "") + ".\n\n"
-            "## The papers\n\n" + readme_table(root / "README.md", built, api_pages) + other)
+            "## The papers\n\n" + readme_table(root / "README.md", built, api_pages, status) + other)
     w.write("assets/mathjax-config.js", MATHJAX_CONFIG)
     if (root / "docs_src" / "extra.css").is_file(): w.write("assets/extra.css", (root / "docs_src" / "extra.css").read_bytes())
     import jupyter_server_mathjax
@@ -527,14 +583,24 @@ def build(root: Path | None = None,      # repository root
     cfg.update(docs_dir=str(src), site_dir=str(site), nav=nav)
     if (root / "docs_src" / "extra.css").is_file(): cfg["extra_css"] = [*cfg.get("extra_css", []), "assets/extra.css"]
     if (root / "docs_src" / "overrides").is_dir(): cfg["theme"]["custom_dir"] = str(root / "docs_src" / "overrides")
-    (work / "mkdocs.yml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+    cfg_text = yaml.safe_dump(cfg, sort_keys=False)
+    stamp = work / "site.stamp"          # written after a sound build: nothing changed since -> mkdocs is skipped
+    sig = hashlib.sha256((cfg_text + str(site)).encode()).hexdigest()
+    fresh = w.changed == 0 and stamp.is_file() and stamp.read_text() == sig and (site / "index.html").is_file()
+    stamp.unlink(missing_ok=True)
+    (work / "mkdocs.yml").write_text(cfg_text)
     t_pages = time.time()
-    r = subprocess.run([sys.executable, "-m", "mkdocs", "build", "-q", "-f", str(work / "mkdocs.yml")],
-                       capture_output=True, text=True)
-    if r.returncode: stats["failures"].append(f"mkdocs build failed:\n{r.stderr[-3000:]}")
+    if fresh:
+        log(f"docs: site up to date ({site}); mkdocs skipped")
+        broken = []
+    else:
+        r = subprocess.run([sys.executable, "-m", "mkdocs", "build", "-q", "-f", str(work / "mkdocs.yml")],
+                           capture_output=True, text=True)
+        if r.returncode: stats["failures"].append(f"mkdocs build failed:\n{r.stderr[-3000:]}")
+        broken = check_site(site) if r.returncode == 0 else []
     t_mk = time.time()
-    broken = check_site(site) if r.returncode == 0 else []
     stats["failures"] += broken
+    if not stats["failures"]: stamp.write_text(sig)
     stats.update(site=str(site), seconds=round(time.time() - t0, 1), exec_s=round(t_exec - t0, 1),
                  pages_s=round(t_pages - t_exec, 1), mkdocs_s=round(t_mk - t_pages, 1), check_s=round(time.time() - t_mk, 1))
     log(f"docs: {stats['pages']} pages; notebooks executed {stats['executed']}, reused {stats['reused']}; "
@@ -558,6 +624,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
     b = sub.add_parser("build", help="build the site into _docs/ (incremental)")
     b.add_argument("only", nargs="*", help="series (p07, p07_iipm) or top-level notebooks (00_core); default: all")
+    b.add_argument("--only", dest="only_opt", action="append", default=[],
+                   help="the same, comma- or space-separated (make docs ONLY=p10)")
     b.add_argument("--jobs", type=int, default=1, help="notebooks executed at once")
     b.add_argument("--site", type=Path); b.add_argument("--work", type=Path); b.add_argument("--outputs", type=Path)
     b.add_argument("--timeout", type=float, default=900, help="seconds per library notebook")
@@ -571,7 +639,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if ok else 1
     if a.cmd == "serve":
         serve(a.site, a.port, a.bind); return 0
-    st = build(site=a.site, work=a.work, outputs=a.outputs, only=a.only or None, jobs=a.jobs, timeout=a.timeout)
+    only = a.only + [o for x in a.only_opt for o in re.split(r"[,\s]+", x) if o]
+    st = build(site=a.site, work=a.work, outputs=a.outputs, only=only or None, jobs=a.jobs, timeout=a.timeout)
     for f in st["failures"]: print(f"docs: FAILED: {f}", file=sys.stderr)
     if st["failures"]: print(f"docs: {len(st['failures'])} problem(s); the site is in {st['site']} but is not sound", file=sys.stderr)
     return 1 if st["failures"] else 0

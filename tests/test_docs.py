@@ -4,14 +4,15 @@ Chromium that looks at the result.
 Cost on 2 cores: a small reproduce of the demo series, one cold build of `p00_demo` + `nbs/04_docs.ipynb` (the one
 library notebook executed), one unchanged rebuild, one failing fixture build, and a browser session.
 """
-import json, os, shutil, socket, subprocess, sys, threading, time, functools, http.server
+import html, json, os, re, shutil, socket, subprocess, sys, threading, time, functools, http.server
 from pathlib import Path
 
 import pytest
 import nbformat
 
 from neurips25 import core
-from neurips25.docs import build, check_site
+from neurips25.docs import build, check_site, landing_status
+from neurips25.runner.report import status_rows
 
 ROOT = core.REPO_ROOT
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
@@ -47,6 +48,7 @@ def test_build_small_site(small_site):
     # unchanged: nothing re-executed, no page re-converted
     assert second.returncode == 0, second.stderr[-3000:]
     assert "notebooks executed 0, reused 1; pages converted 0" in second.stdout, second.stdout
+    assert "site up to date" in second.stdout and "mkdocs skipped" in second.stdout   # serve-docs does not rebuild
     assert small_site["warm"] < small_site["cold"]
     for page in ("index.html", "report.html", "p00_demo/index.html", "p00_demo/10_fig_style.html",
                  "shared/04_docs.html", "api/docs.html", "assets/mathjax/MathJax.js", "search/search_index.json"):
@@ -141,3 +143,52 @@ def test_browser(small_site):
     finally:
         drv.quit(); httpd.shutdown()
     assert all((shots / f).stat().st_size > 10_000 for f in ("landing.png", "series_figure.png", "equation.png"))
+
+
+def _text(page: Path) -> str:
+    return html.unescape(re.sub(r"<[^>]+>", "", page.read_text()))
+
+
+def test_landing_status_is_reports(small_site):
+    "The landing page's status cells are REPORT's status_rows over outputs/, not the README's copy (issue 33 item 3)."
+    out = small_site["dir"] / "outputs"
+    rows = status_rows(ROOT, out)
+    assert "p00_demo" in rows and "1/1 artefacts (small)" in rows["p00_demo"], rows
+    st = landing_status(ROOT, out)
+    assert st["p00_demo"] == rows["p00_demo"]
+    trs = [" ".join(html.unescape(re.sub(r"<[^>]+>", "", t)).split()) for t in
+           (small_site["site"] / "index.html").read_text().split("<tr>")]
+    for folder in ("p01_eok", "p10_fair_matroid", "p12_fedfact"):    # nothing of theirs in this scratch outputs/
+        assert st[folder] == "not yet run (`make reproduce`)"
+        row = [t for t in trs if f"nbs/{folder}/" in t]
+        assert row and "not yet run (make reproduce)" in row[0] and "artefacts (medium)" not in row[0], row
+
+
+def test_committed_results_stale_and_only(small_site, tmp_path):
+    "A fresh clone's outputs/ (no executed notebook) shows the committed figure and table; a run whose run key no longer"
+    " matches gets the stale banner with its refresh command; --only limits the pages (issue 33 items 1, 2, 7)."
+    out = tmp_path / "outputs"
+    shutil.copytree(small_site["dir"] / "outputs" / "p00_demo", out / "p00_demo")
+    d = out / "p00_demo" / "fig_style" / "small"
+    for f in d.glob("*.ipynb"): f.unlink()                                 # as committed: json, csv, png only
+    man = json.loads((d / "manifest.json").read_text())
+    man["run_key"] = "0" * 64                                              # the notebook or library changed since
+    (d / "manifest.json").write_text(json.dumps(man))
+    r = _docs_cli("build", "--only", "p00_demo", "--site", tmp_path / "site", "--work", small_site["dir"] / "work",
+                  "--outputs", out)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    site = tmp_path / "site"
+    page = (site / "p00_demo" / "10_fig_style.html").read_text()
+    assert "Not yet run" not in page and "Results" in page
+    pngs = sorted(p.name for p in d.glob("*.png"))
+    assert pngs and all(f'src="10_fig_style_results/{n}"' in page for n in pngs)
+    assert all((site / "p00_demo" / "10_fig_style_results" / n).is_file() for n in pngs)
+    for n in sorted(p.name for p in d.glob("*.csv")):                     # tables: rendered, linked to the file
+        assert f'href="10_fig_style_results/{n}"' in page
+    text = _text(site / "p00_demo" / "10_fig_style.html")
+    assert "Stale result" in text and "neurips25 reproduce p00_demo/fig_style --profile small" in text
+    assert "stale" in _text(site / "p00_demo" / "index.html")
+    assert (site / "p00_demo" / "index.html").is_file()
+    assert not (site / "shared").exists() and not (site / "p10_fair_matroid").exists()   # --only p00_demo
+    assert not (site / "api" / "docs.html").exists()
+    assert check_site(site) == []
