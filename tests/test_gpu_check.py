@@ -42,3 +42,20 @@ def test_gpu_check_cuda_without_cuda_is_a_clear_error(fixture_repo):
 def test_gpu_check_bad_device(fixture_repo):
     r = run_cli(fixture_repo, "gpu-check", "--device", "tpu")
     assert r.returncode == 2 and "invalid choice" in r.stderr
+
+
+def test_report_gpu_check_section(tmp_path):
+    from neurips25.runner.report import gpu_check_section
+    assert "No GPU check is recorded" in "\n".join(gpu_check_section(tmp_path))
+    (tmp_path / "gpu-check.json").write_text(json.dumps({
+        "device": "cuda", "gpu": "NVIDIA H200", "finished": "2026-12-02T12:00:00+00:00", "profile": "small", "ok": False,
+        "runs": [{"artefact": "p05_sgequidiff/fig_samples", "ok": True, "wall_s": 4.25, "device": "cuda:0",
+                  "cuda_peak_mib": 812.4, "problem": None},
+                 {"artefact": "p09_unlearning/tab_smollm2_headline", "ok": False, "wall_s": 2.0, "device": "cuda:0",
+                  "cuda_peak_mib": 0.0, "problem": "ran, but not on the GPU"}]}))
+    text = "\n".join(gpu_check_section(tmp_path))
+    assert "NVIDIA H200" in text and "**failed**, 1/2 runs ok" in text
+    assert "| p05_sgequidiff/fig_samples | ✓ | 4.2 s | cuda:0 | 812 MiB |  |" in text
+    assert "ran, but not on the GPU" in text
+    (tmp_path / "gpu-check.json").write_text("{not json")
+    assert "unreadable" in "\n".join(gpu_check_section(tmp_path))

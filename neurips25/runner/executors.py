@@ -211,8 +211,9 @@ _PROBE = ("__import__('json').dumps({'torch': __import__('sys').modules['torch']
           "for i in __import__('threadpoolctl').threadpool_info()], "
           "'omp_num_threads': __import__('os').environ.get('OMP_NUM_THREADS'), "
           # CUDA: whether the kernel used it and its peak allocated memory (gpu-check asserts the work ran on the GPU)
-          "'cuda': (lambda t: {'initialized': t.cuda.is_initialized(), 'peak_mib': t.cuda.max_memory_allocated() / 2**20 "
-          "if t.cuda.is_initialized() else 0.0})(__import__('sys').modules['torch']) "
+          "'cuda': (lambda t: {'initialized': t.cuda.is_initialized(), "
+          "'peak_mib': t.cuda.max_memory_allocated() / 2**20 if t.cuda.is_initialized() else 0.0})"
+          "(__import__('sys').modules['torch']) "
           "if 'torch' in __import__('sys').modules else None})")
 _PROBED: dict = {}
 

@@ -40,7 +40,7 @@ def check_row(art_id: str,      # series/artefact
 # %% ../../nbs/01h_gpucheck.ipynb #89a75d2d
 def gpu_check(device: str = "cuda",            # cuda | cpu
               targets: list | None = None,      # artefacts/series to check (default: every gpu: true artefact)
-              out: Path | None = None,          # the JSON report (default: outputs/gpu-check.json on cuda, scratch on cpu)
+              out: Path | None = None,          # JSON report (default: outputs/gpu-check.json on cuda, scratch on cpu)
               root: Path | None = None,         # repository root
               work: Path | None = None,         # scratch outputs folder (default: a new temporary folder)
               timeout: float | None = 600.0,    # per-cell timeout in seconds
@@ -65,10 +65,12 @@ def gpu_check(device: str = "cuda",            # cuda | cpu
         say(f"      {'ok  ' if r['ok'] else 'FAIL'} {fmt_duration(r['wall_s'] or 0.0)}, {r['device']}, "
             f"peak {r['cuda_peak_mib']:.0f} MiB" + (f" - {r['problem']}" if r["problem"] else ""))
     report = {"device": dev, "gpu": info.get("gpu"), "finished": now(), "host": platform.node(),
-              "profile": "small", "ok": all(r["ok"] for r in rows), "total_s": round(sum(r["wall_s"] or 0 for r in rows), 2),
+              "profile": "small", "ok": all(r["ok"] for r in rows),
+              "total_s": round(sum(r["wall_s"] or 0 for r in rows), 2),
               "runs": rows}
     if out is None:
-        out = (Path(root or core.REPO_ROOT) / "outputs" / "gpu-check.json") if dev == "cuda" else work / "gpu-check.json"
+        ref = Path(root or core.REPO_ROOT) / "outputs" / "gpu-check.json"
+        out = ref if dev == "cuda" else work / "gpu-check.json"
     write_json(Path(out), report)
     report["path"] = str(out)
     say(f"gpu-check: {'passed' if report['ok'] else 'FAILED'}: {sum(r['ok'] for r in rows)}/{len(rows)} ok in "

@@ -10,8 +10,8 @@ from .registry import PROFILES, load_registry, run_dir, read_manifest
 from .store import failed_dir, now
 
 # %% auto #0
-__all__ = ['cell', 'read_claims', 'collect', 'best_records', 'claim_counts', 'checks_text', 'render_report', 'write_report',
-           'status_rows']
+__all__ = ['cell', 'read_claims', 'collect', 'best_records', 'claim_counts', 'checks_text', 'gpu_check_section', 'render_report',
+           'write_report', 'status_rows']
 
 # %% ../../nbs/01d_report.ipynb #45d5e825
 def cell(v) -> str:
@@ -147,6 +147,31 @@ def _claim_rows(r: dict) -> list[str]:
     return rows
 
 
+def gpu_check_section(outputs: Path) -> list[str]:
+    "REPORT's GPU-check section: the table of `outputs/gpu-check.json` (`make gpu-check`), or how to make one."
+    p = Path(outputs) / "gpu-check.json"
+    L = ["## GPU check", ""]
+    if not p.is_file():
+        return L + ["No GPU check is recorded here. On a machine with CUDA, `make gpu-check` runs every `gpu: true` "
+                    "artefact at its small profile on the GPU, checks each kernel used it, and writes "
+                    "`outputs/gpu-check.json` (wall time and peak GPU memory per run), which this section then shows.",
+                    ""]
+    try:
+        rep = json.loads(p.read_text())
+        runs = list(rep["runs"])
+    except (ValueError, KeyError, TypeError) as e:
+        return L + [f"`outputs/gpu-check.json` is unreadable ({cell(e)}); rerun `make gpu-check`.", ""]
+    L += [f"`make gpu-check` on {cell(rep.get('gpu') or rep.get('device'))}, {cell(rep.get('finished', '?'))}: "
+          f"{'passed' if rep.get('ok') else '**failed**'}, {sum(bool(r.get('ok')) for r in runs)}/{len(runs)} runs ok "
+          f"at the {cell(rep.get('profile', 'small'))} profile.", "",
+          "| artefact | ok | wall | device | peak GPU memory | problem |", "|---|---|---|---|---|---|"]
+    for r in runs:
+        L.append(f"| {cell(r.get('artefact'))} | {'✓' if r.get('ok') else '✗'} | {float(r.get('wall_s') or 0):.1f} s | "
+                 f"{cell(r.get('device'))} | {float(r.get('cuda_peak_mib') or 0):.0f} MiB | "
+                 f"{cell(r.get('problem') or '')} |")
+    return L + [""]
+
+
 def render_report(root: Path | None = None, outputs: Path | None = None) -> str:
     "The Markdown of REPORT.md (a function of the results on disk and the registries' git history only)."
     outputs = Path(outputs or core.OUTPUTS_PATH).resolve()
@@ -184,6 +209,7 @@ def render_report(root: Path | None = None, outputs: Path | None = None) -> str:
         L.append(f"| {title} | [{s.folder}](#{s.folder}) | " + " | ".join(str(row[k]) for k in keys) +
                  f" | {checks_text(cc['check'])} |")
     L += ["| **total** | | " + " | ".join(str(tot[k]) for k in keys) + f" | {checks_text(tot_checks)} |", ""]
+    L += gpu_check_section(outputs)
     if errors:
         L += ["## Registry errors", "", "These series were skipped: their `runs.yaml` is invalid.", ""]
         L += [f"- `{f}`: {cell(e)}" for f, e in errors.items()] + [""]
