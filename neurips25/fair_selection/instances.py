@@ -118,15 +118,18 @@ class GFQ:
         object.__setattr__(self, "quotas", q)
     @property
     def q(self) -> np.ndarray: return np.array(self.quotas, dtype=float)
-    def check(self, inst: Instance) -> "GFQ":
-        "Raise if the quotas do not fit the instance (one per class, total <= k)."
+    def check(self, inst: Instance,
+              capacity: bool = True,  # also require sum q <= k (the online set-aside's precondition)
+             ) -> "GFQ":
+        "Raise if the quotas do not fit the instance (one per class; with `capacity`, total <= k)."
         if len(self.quotas) != inst.M: raise FairSelectionError(f"{len(self.quotas)} quotas for M = {inst.M} classes")
-        if sum(self.quotas) > inst.k:
+        if capacity and sum(self.quotas) > inst.k:
             raise FairSelectionError(f"quotas exceed capacity: sum of quotas {sum(self.quotas)} > k = {inst.k}")
         return self
     def targets(self, inst: Instance) -> np.ndarray:
         "min(q_c, n_c), shape (R, M): the ex-post GFQ requirement."
-        self.check(inst); return np.minimum(self.q[None], inst.n_arrivals())
+        # sum q > k can still be met offline: a multi-class agent counts for every class it is in (01_offline)
+        self.check(inst, capacity=False); return np.minimum(self.q[None], inst.n_arrivals())
     def int_targets(self, inst: Instance) -> np.ndarray: return self.targets(inst)
     @property
     def reserve(self) -> float: return float(sum(self.quotas))
@@ -139,16 +142,14 @@ class PF:
         b = float(self.beta)
         if not (0 < b <= 1): raise FairSelectionError(f"beta must be in (0, 1], got {self.beta}")
         object.__setattr__(self, "beta", b)
-    def check(self, inst: Instance) -> "PF": return self
+    def check(self, inst: Instance, capacity: bool = True) -> "PF": return self
     def targets(self, inst: Instance) -> np.ndarray:
         "tau_c = min(n_c, beta k n_c / N), N = sum_c n_c; shape (R, M) (fractional)."
         n = inst.n_arrivals().astype(float); N = np.maximum(n.sum(1, keepdims=True), 1.0)
         return np.minimum(n, self.beta * inst.k * n / N)
     def int_targets(self, inst: Instance) -> np.ndarray:
-        "ceil(tau_c) (minus a 1e-9 slack): the integral constraint used by the offline optimum."
-        tau = np.ceil(self.targets(inst) - 1e-9)
-        if (tau.sum(1) > inst.k).any(): raise FairSelectionError("beta too large: the rounded-up PF targets exceed k")
-        return tau
+        "ceil(tau_c) (minus a 1e-9 slack): the integral constraint used by the offline optimum (feasibility: its MILP)."
+        return np.ceil(self.targets(inst) - 1e-9)
 
 def satisfaction(inst: Instance, x: np.ndarray, fairness) -> np.ndarray:
     "Per-class fairness satisfaction min(1, count_c / target_c) (1 where the target is 0), shape (R, M)."

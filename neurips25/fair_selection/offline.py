@@ -16,15 +16,17 @@ __all__ = ['offline_optimum', 'brute_force_optimum', 'solve_time']
 def _targets(inst: Instance, fairness) -> np.ndarray:
     if fairness is None: return np.zeros((inst.R, inst.M))
     if not isinstance(fairness, (GFQ, PF)): raise FairSelectionError(f"fairness must be None, GFQ or PF, got {fairness!r}")
-    fairness.check(inst); return fairness.int_targets(inst)
+    fairness.check(inst, capacity=False); return fairness.int_targets(inst)   # sum of targets > k: the MILP decides
 
 def offline_optimum(inst: Instance,              # a batch of R instances
                     fairness=None,               # None (unconstrained), GFQ(quotas) or PF(beta)
                     integral: bool = True,       # MILP (exact) or its LP relaxation (an upper bound)
                     return_solution: bool = False,  # also return the optimal decisions, shape (R, T)
                     time_limit: float = 60.0,    # HiGHS time limit per instance, seconds
+                    on_infeasible: str = "raise",  # "raise" (FairSelectionError) or "-inf" (as brute_force_optimum)
                    ):
     "OPT_fair per run (shape (R,)): max sum v y s.t. sum y <= k and the fairness targets, solved with HiGHS."
+    if on_infeasible not in ("raise", "-inf"): raise FairSelectionError(f"on_infeasible must be 'raise' or '-inf', got {on_infeasible!r}")
     tg = _targets(inst, fairness)
     vals = np.zeros(inst.R); sol = np.zeros((inst.R, inst.T))
     for r in range(inst.R):
@@ -35,6 +37,10 @@ def offline_optimum(inst: Instance,              # a batch of R instances
         lo = np.concatenate([[0.0], tg[r]]); hi = np.concatenate([[inst.k], np.full(inst.M, np.inf)])
         res = milp(-v, constraints=LinearConstraint(A, lo, hi), bounds=Bounds(0, 1),
                    integrality=np.ones(inst.T) if integral else None, options=dict(time_limit=time_limit, mip_rel_gap=1e-7))
+        if res.status == 2:                                        # no selection of <= k agents meets the targets
+            if on_infeasible == "-inf": vals[r] = -np.inf; continue
+            raise FairSelectionError(f"fairness targets infeasible in run {r}: no selection of <= k = {inst.k} agents "
+                                     f"meets them, even crediting a multi-class agent to all its classes")
         if res.status != 0 or res.x is None:
             raise FairSelectionError(f"offline optimum of run {r} failed: {res.message} (status {res.status})")
         vals[r] = -res.fun; sol[r] = np.round(res.x) if integral else res.x
