@@ -11,7 +11,7 @@ from .offline import offline_optimum
 from .setaside import frac_gfq, _as_gfq
 
 # %% auto #0
-__all__ = ['Advice', 'advice_from_optimum', 'noisy_advice', 'follow_advice', 'la_setaside']
+__all__ = ['QUOTA_MODES', 'Advice', 'advice_from_optimum', 'noisy_advice', 'follow_advice', 'la_setaside']
 
 # %% ../../nbs/p02_fair_selection/05_learning_augmented.ipynb #48cc794d
 @dataclass(eq=False)
@@ -45,28 +45,44 @@ def noisy_advice(advice: Advice, error: float, rng=0) -> Advice:
     return Advice(advice.tau * np.maximum(1 + e1, 0.0), np.round(advice.n_hat * np.maximum(1 + e2, 0.0)))
 
 # %% ../../nbs/p02_fair_selection/05_learning_augmented.ipynb #15ece35f
-def follow_advice(inst: Instance, quotas, advice: Advice) -> Allocation:
+QUOTA_MODES = ("mix", "hard")
+
+def follow_advice(inst: Instance, quotas, advice: Advice,
+                  quotas_mode: str = "mix",   # mix: the prediction decides the fallback; hard: every deficient agent is served
+                 ) -> Allocation:
     "The prediction-following integral policy with the fairness fallback (reconstruction)."
+    if quotas_mode not in QUOTA_MODES:
+        raise FairSelectionError(f"quotas_mode must be one of {QUOTA_MODES}, got {quotas_mode!r}")
     g = _as_gfq(quotas, inst); advice.check(inst)
     R, T, M, k = inst.R, inst.T, inst.M, inst.k
-    tgt = np.minimum(g.q[None], advice.n_hat)                      # predicted requirement min(q_c, n_hat_c)
+    hard = quotas_mode == "hard"
+    # predicted requirement min(q_c, n_hat_c); hard: the quota itself (n_c is unknown online, so nothing can be released)
+    tgt = np.broadcast_to(g.q[None].astype(float), (R, M)) if hard else np.minimum(g.q[None], advice.n_hat)
     used = np.zeros(R); s = np.zeros((R, M)); seen = np.zeros((R, M)); x = np.zeros((R, T)); forced_n = np.zeros(R)
     for t in range(T):
         c = inst.classes[:, t]; v = inst.values[:, t]
         remaining = advice.n_hat - seen; seen += c                 # predicted remaining class arrivals, this one included
         deficient = c & (s < tgt)
-        forced = (deficient & (remaining <= tgt - s)).any(1)       # last chance according to the prediction
+        if hard: forced = deficient.any(1)                          # the set-aside: serve a deficient class on arrival
+        else: forced = (deficient & (remaining <= tgt - s)).any(1)  # last chance according to the prediction
         rule = v >= np.where(c, advice.tau, np.inf).min(1)
         need_after = np.maximum(tgt - s - c, 0.0).sum(1)
         acc = (used + 1 <= k) & (forced | (rule & (k - used - 1 >= need_after)))
         used += acc; s += acc[:, None] * c; x[:, t] = acc; forced_n += acc & forced & ~rule
-    return Allocation("follow-advice", inst, x, True, credits=s, extra=dict(forced=forced_n))
+    name = "follow-advice" + ("-hard" if hard else "")
+    return Allocation(name, inst, x, True, credits=s, extra=dict(forced=forced_n, quotas_mode=quotas_mode))
 
 def la_setaside(inst: Instance, quotas, advice: Advice, lam: float, robust: Allocation | None = None,
-                pred: Allocation | None = None) -> Allocation:
+                pred: Allocation | None = None,
+                quotas_mode: str = "mix",   # mix: the paper's reading (a 1 - lambda share of every guarantee); hard: quotas kept
+               ) -> Allocation:
     "LA-SETASIDE(lambda): x = lambda x_pred + (1 - lambda) x_FRAC-GFQ (fractional; round with lossless_round)."
     lam = check_unit_interval(lam, "trust lambda")
     rob = frac_gfq(inst, quotas) if robust is None else robust
-    prd = follow_advice(inst, quotas, advice) if pred is None else pred
+    prd = follow_advice(inst, quotas, advice, quotas_mode) if pred is None else pred
+    if pred is not None and pred.extra.get("quotas_mode", "mix") != quotas_mode:
+        raise FairSelectionError(f"pred was built with quotas_mode={pred.extra.get('quotas_mode')!r}, not {quotas_mode!r}")
     x = lam * prd.x + (1 - lam) * rob.x
-    return Allocation(f"LA-SETASIDE(λ={lam:g})", inst, x, False, extra=dict(lam=lam, pred=prd, robust=rob))
+    name = f"LA-SETASIDE(λ={lam:g})" + ("-hard" if quotas_mode == "hard" else "")
+    return Allocation(name, inst, x, False, extra=dict(lam=lam, pred=prd, robust=rob, quotas_mode=quotas_mode))
+
