@@ -7,6 +7,7 @@ import numpy as np
 from .instances import Instance, GFQ, PF, FairSelectionError, check_int
 from .thresholds import (OneWayTradingThreshold, GreedyThreshold, Allocation, frac_take,
                                                  det_accept)
+from .fast import resolve_engine, set_aside_compiled
 
 # %% auto #0
 __all__ = ['CHARGING', 'set_aside', 'frac_gfq', 'd_setaside_gfq', 'frac_pf', 'greedy', 'quota_first', 'random_selection',
@@ -28,6 +29,7 @@ def set_aside(inst: Instance,          # a batch of R instances
               reserve: int | None = None,   # PF only: reserve size (default ceil(beta k))
               name: str | None = None,
               horizon: int | None = None,   # PF only: the known horizon T used by the entitlement (default inst.T)
+              engine: str = "auto",         # auto | numpy | compiled (03a_fast: same decisions, fast for few runs)
              ) -> Allocation:
     "The set-aside engine (reconstruction of FRAC-GFQ / D-SETASIDE-GFQ / R-SETASIDE-PF's fractional part)."
     if charging not in CHARGING: raise FairSelectionError(f"charging must be one of {CHARGING}, got {charging!r}")
@@ -46,59 +48,69 @@ def set_aside(inst: Instance,          # a batch of R instances
         g = _as_gfq(fairness, inst); q = g.q[None]; Rsv = g.reserve
         release = True if release is None else bool(release)
     Ks = k - Rsv
-    # time-major, class-major layout: reductions over the M classes run along axis 0 (fast for small M)
-    Vt = np.ascontiguousarray(inst.values.T)                                   # (T, R)
-    Cf = np.ascontiguousarray(inst.classes.transpose(1, 2, 0), dtype=float)    # (T, M, R) membership as 0/1
-    Wv = None if integral else np.asarray(phi.inv(Vt), dtype=float)           # phi^{-1}(v_t), precomputed
-    s = np.zeros((M, R)); r = np.zeros(R); u = np.zeros(R); n = np.zeros((M, R)); N = np.zeros(R)
-    x = np.zeros((T, R)); xr = np.zeros((T, R)); ar = np.arange(R); room1 = np.ones(R)
-    qq = None if pf else q.T                                                   # (M, 1)
-    for t in range(T):
-        cf = Cf[t]; v = Vt[t]
-        if pf:
-            n += cf; N += cf.sum(0)
-            tgt = np.minimum(n, beta * k * n * (t + 1) / (np.maximum(N, 1.0) * Th))  # entitlement e_c(t), e_c(T) = tau_c
-        else: tgt = qq
-        d = np.maximum(tgt - s, 0.0) * cf                                      # deficiencies of the agent's classes
-        if charging == "single":
-            dpos = d > 1e-9
-            first = np.where(dpos.any(0), np.argmax(dpos, axis=0), np.argmax(cf, axis=0))
-            dsel = d[first, ar]
-        else: dsel = d.max(0)
-        left = Rsv - r
-        if integral: a = ((dsel > 1e-9) & (left >= 1 - 1e-9)).astype(float)   # a whole reserve unit
-        else: a = np.clip(np.minimum(dsel, left), 0.0, 1.0)                  # a_t = min(1, d_t, R - r)
-        r += a
-        if charging == "single": s[first, ar] += a
-        else: s += a * cf                                                      # credit every class in C_t
-        if release:
-            need = np.maximum(tgt - s, 0.0).sum(0)
-            K = Ks + np.maximum(Rsv - r - need, 0.0)                         # K_t = K_s + F_t
-        else: K = np.full(R, Ks)
-        room = room1 - a
-        xs = det_accept(phi, v, u, K, room) if integral else frac_take(phi, v, u, K, room, target=Wv[t])
-        u += xs
-        if charging == "single": s[first, ar] += xs
-        else: s += xs * cf
-        x[t] = a + xs; xr[t] = a
-    x, xr = np.ascontiguousarray(x.T), np.ascontiguousarray(xr.T)
+    eng = resolve_engine(engine, phi)
+    if eng == "compiled":                            # the same loop compiled per run (03a_fast)
+        x, xr, s, r = set_aside_compiled(inst, phi, integral, charging == "single", release, None if pf else q[0],
+                                         beta if pf else 0.0, k, Th if pf else float(T), Rsv, Ks)
+    else:
+        # time-major, class-major layout: reductions over the M classes run along axis 0 (fast for small M)
+        Vt = np.ascontiguousarray(inst.values.T)                                   # (T, R)
+        Cf = np.ascontiguousarray(inst.classes.transpose(1, 2, 0), dtype=float)    # (T, M, R) membership as 0/1
+        Wv = None if integral else np.asarray(phi.inv(Vt), dtype=float)           # phi^{-1}(v_t), precomputed
+        s = np.zeros((M, R)); r = np.zeros(R); u = np.zeros(R); n = np.zeros((M, R)); N = np.zeros(R)
+        x = np.zeros((T, R)); xr = np.zeros((T, R)); ar = np.arange(R); room1 = np.ones(R)
+        qq = None if pf else q.T                                                   # (M, 1)
+        for t in range(T):
+            cf = Cf[t]; v = Vt[t]
+            if pf:
+                n += cf; N += cf.sum(0)
+                tgt = np.minimum(n, beta * k * n * (t + 1) / (np.maximum(N, 1.0) * Th))  # e_c(t), e_c(T) = tau_c
+            else: tgt = qq
+            d = np.maximum(tgt - s, 0.0) * cf                                      # deficiencies of the agent's classes
+            if charging == "single":
+                dpos = d > 1e-9
+                first = np.where(dpos.any(0), np.argmax(dpos, axis=0), np.argmax(cf, axis=0))
+                dsel = d[first, ar]
+            else: dsel = d.max(0)
+            left = Rsv - r
+            if integral: a = ((dsel > 1e-9) & (left >= 1 - 1e-9)).astype(float)   # a whole reserve unit
+            else: a = np.clip(np.minimum(dsel, left), 0.0, 1.0)                  # a_t = min(1, d_t, R - r)
+            r += a
+            if charging == "single": s[first, ar] += a
+            else: s += a * cf                                                      # credit every class in C_t
+            if release:
+                need = np.maximum(tgt - s, 0.0).sum(0)
+                K = Ks + np.maximum(Rsv - r - need, 0.0)                         # K_t = K_s + F_t
+            else: K = np.full(R, Ks)
+            room = room1 - a
+            xs = det_accept(phi, v, u, K, room) if integral else frac_take(phi, v, u, K, room, target=Wv[t])
+            u += xs
+            if charging == "single": s[first, ar] += xs
+            else: s += xs * cf
+            x[t] = a + xs; xr[t] = a
+        x, xr, s = np.ascontiguousarray(x.T), np.ascontiguousarray(xr.T), s.T
     if name is None:
         name = ("D-SETASIDE" if integral else "FRAC") + ("-PF" if pf else "-GFQ") + ("" if charging == "multi" else "-single")
     Cf = inst.classes.astype(float)
     z = np.einsum("rt,rti,rtj->rij", x, Cf, Cf)                              # pairwise utilisations z^{i,j}
-    return Allocation(name, inst, x, integral, xr, np.ascontiguousarray(s.T), r, dict(z_pairs=z, release=release, phi=phi))
+    return Allocation(name, inst, x, integral, xr, np.ascontiguousarray(s), r, dict(z_pairs=z, release=release, phi=phi,
+                                                                           engine=eng))
 
-def frac_gfq(inst: Instance, quotas, phi=None, charging: str = "multi", release: bool = True) -> Allocation:
+def frac_gfq(inst: Instance, quotas, phi=None, charging: str = "multi", release: bool = True,
+             engine: str = "auto") -> Allocation:
     "FRAC-GFQ (the paper's Alg. 5; body reconstructed): fractional set-aside + threshold, GFQ quotas."
-    return set_aside(inst, _as_gfq(quotas, inst), False, phi, charging, release)
+    return set_aside(inst, _as_gfq(quotas, inst), False, phi, charging, release, engine=engine)
 
-def d_setaside_gfq(inst: Instance, quotas, phi=None, charging: str = "multi", release: bool = True) -> Allocation:
+def d_setaside_gfq(inst: Instance, quotas, phi=None, charging: str = "multi", release: bool = True,
+                   engine: str = "auto") -> Allocation:
     "D-SETASIDE-GFQ (the paper's Alg. 4; body reconstructed): integral reserve + per-unit thresholds phi(i/K)."
-    return set_aside(inst, _as_gfq(quotas, inst), True, phi, charging, release)
+    return set_aside(inst, _as_gfq(quotas, inst), True, phi, charging, release, engine=engine)
 
-def frac_pf(inst: Instance, beta: float, phi=None, reserve: int | None = None, horizon: int | None = None) -> Allocation:
+def frac_pf(inst: Instance, beta: float, phi=None, reserve: int | None = None, horizon: int | None = None,
+            engine: str = "auto") -> Allocation:
     "Fractional part of R-SETASIDE-PF (the paper's Alg. 3; reconstructed): accruing proportional entitlements, reserve ceil(beta k)."
-    return set_aside(inst, beta if isinstance(beta, PF) else PF(beta), False, phi, "multi", None, reserve, horizon=horizon)
+    return set_aside(inst, beta if isinstance(beta, PF) else PF(beta), False, phi, "multi", None, reserve,
+                     horizon=horizon, engine=engine)
 
 # %% ../../nbs/p02_fair_selection/03_setaside.ipynb #7cdfba05
 def greedy(inst: Instance) -> Allocation:
