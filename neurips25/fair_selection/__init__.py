@@ -3,9 +3,9 @@
 # %% auto #0
 __all__ = ['Instance', 'GFQ', 'PF', 'FairSelectionError', 'from_class_sets', 'class_counts', 'welfare', 'satisfaction',
            'iid_instances', 'adversarial_instances', 'threshold_worst_case', 'cluster_trace_instances',
-           'offline_optimum', 'brute_force_optimum', 'OneWayTradingThreshold', 'GreedyThreshold', 'Allocation',
-           'threshold_only', 'set_aside', 'frac_gfq', 'd_setaside_gfq', 'frac_pf', 'greedy', 'quota_first',
-           'random_selection', 'frac_gfq_loop', 'lossless_round', 'rounding_step', 'exact_marginals',
+           'trace_instances', 'offline_optimum', 'brute_force_optimum', 'OneWayTradingThreshold', 'GreedyThreshold',
+           'Allocation', 'threshold_only', 'set_aside', 'frac_gfq', 'd_setaside_gfq', 'frac_pf', 'greedy',
+           'quota_first', 'random_selection', 'frac_gfq_loop', 'lossless_round', 'rounding_step', 'exact_marginals',
            'independent_round', 'round_allocation', 'rounded_stats', 'r_setaside_gfq', 'r_setaside_pf', 'Advice',
            'advice_from_optimum', 'noisy_advice', 'follow_advice', 'la_setaside', 'ALGORITHMS', 'PF_ALGORITHMS',
            'run_algorithm', 'evaluate', 'summarise']
@@ -13,7 +13,7 @@ __all__ = ['Instance', 'GFQ', 'PF', 'FairSelectionError', 'from_class_sets', 'cl
 # %% ../../nbs/p02_fair_selection/09_package.ipynb #89e5ae63
 from .instances import (Instance, GFQ, PF, FairSelectionError, from_class_sets, class_counts, welfare,
                                                 satisfaction, iid_instances, adversarial_instances, threshold_worst_case,
-                                                cluster_trace_instances)
+                                                cluster_trace_instances, trace_instances)
 from .offline import offline_optimum, brute_force_optimum
 from .thresholds import OneWayTradingThreshold, GreedyThreshold, Allocation, threshold_only
 from .setaside import (set_aside, frac_gfq, d_setaside_gfq, frac_pf, greedy, quota_first,
@@ -23,7 +23,8 @@ from .rounding import (lossless_round, rounding_step, exact_marginals, independe
 from .learning import Advice, advice_from_optimum, noisy_advice, follow_advice, la_setaside
 from .evaluate import ALGORITHMS, PF_ALGORITHMS, run_algorithm, evaluate, summarise
 _all_ = ["Instance", "GFQ", "PF", "FairSelectionError", "from_class_sets", "class_counts", "welfare", "satisfaction",
-         "iid_instances", "adversarial_instances", "threshold_worst_case", "cluster_trace_instances", "offline_optimum",
+         "iid_instances", "adversarial_instances", "threshold_worst_case", "cluster_trace_instances", "trace_instances",
+         "offline_optimum",
          "brute_force_optimum", "OneWayTradingThreshold", "GreedyThreshold", "Allocation", "threshold_only", "set_aside",
          "frac_gfq", "d_setaside_gfq", "frac_pf", "greedy", "quota_first", "random_selection", "frac_gfq_loop", "lossless_round",
          "rounding_step", "exact_marginals", "independent_round", "round_allocation", "rounded_stats", "r_setaside_gfq", "r_setaside_pf",

@@ -7,9 +7,10 @@ import numpy as np
 from scipy import stats
 
 # %% auto #0
-__all__ = ['VALUE_DISTS', 'ADVERSARIAL_KINDS', 'FairSelectionError', 'check_int', 'check_unit_interval', 'Instance',
-           'from_class_sets', 'class_counts', 'welfare', 'GFQ', 'PF', 'satisfaction', 'sample_values', 'sample_classes',
-           'iid_instances', 'adversarial_instances', 'threshold_worst_case', 'cluster_trace_instances']
+__all__ = ['VALUE_DISTS', 'ADVERSARIAL_KINDS', 'PRIORITY_BANDS', 'FairSelectionError', 'check_int', 'check_unit_interval',
+           'Instance', 'from_class_sets', 'class_counts', 'welfare', 'GFQ', 'PF', 'satisfaction', 'sample_values',
+           'sample_classes', 'iid_instances', 'adversarial_instances', 'threshold_worst_case',
+           'cluster_trace_instances', 'trace_instances']
 
 # %% ../../nbs/p02_fair_selection/00_instances.ipynb #92fd40e3
 class FairSelectionError(ValueError):
@@ -274,3 +275,43 @@ def cluster_trace_instances(R: int, T: int, k: int, *, theta: float = 100.0, L: 
     C = np.zeros((R, T, 4), bool); C[np.arange(R)[:, None], np.arange(T)[None], tier] = True
     C[:, :, 3] = v > np.quantile(v, large_quantile, axis=1, keepdims=True)
     return Instance(v, C, k, L, theta * L, "cluster_trace_standin")
+
+# %% ../../nbs/p02_fair_selection/00_instances.ipynb #c1a7e3b1
+PRIORITY_BANDS = ((0, 1), (2, 8), (9, 11))   # free, middle, production (clusterdata-2011-2 schema)
+
+def trace_instances(R: int, T: int, k: int, *, theta: float = 100.0,
+                    parts: list | None = None,          # task_events part files to read (default: all present)
+                    root=None,                          # the source's folder (default: the data layer's)
+                    start: int = 0,                     # skip this many usable submissions first
+                    upper_quantile: float = 0.99,       # U = this quantile of the CPU requests of the selected events
+                    large_quantile: float = 0.8,        # 'large job' = CPU above this quantile of its run
+                    chunksize: int = 1_000_000) -> Instance:
+    "R windows of T task submissions of the Google cluster trace (clusterdata-2011-2) as selection instances."
+    R, T, k, _, theta, _ = _check_sizes(R, T, k, 4, theta, 1.0)
+    start = check_int(start, "start", lo=0)
+    upper_quantile = check_unit_interval(upper_quantile, "upper_quantile")
+    large_quantile = check_unit_interval(large_quantile, "large_quantile")
+    from neurips25.sources.loaders import read_cluster_trace
+    need = start + R * T
+    cpu, prio, got, dropped = [], [], 0, 0
+    for ch in read_cluster_trace(parts, chunksize=chunksize, root=root):
+        sub = ch[ch["event_type"] == 0]
+        ok = sub["cpu_request"].notna() & (sub["cpu_request"] > 0) & sub["priority"].between(0, 11)
+        dropped += int((~ok).sum())
+        sub = sub[ok]
+        cpu.append(sub["cpu_request"].to_numpy(float)); prio.append(sub["priority"].to_numpy(int))
+        got += len(sub)
+        if got >= need: break
+    if got < need:
+        raise FairSelectionError(f"the cluster trace has {got} usable task submissions in the parts read, need start + R*T "
+                                 f"= {need} ({dropped} submissions without a CPU request or priority were dropped): "
+                                 "read more task_events parts or ask for fewer/shorter runs")
+    cpu = np.concatenate(cpu)[start:need].reshape(R, T); prio = np.concatenate(prio)[start:need].reshape(R, T)
+    U = float(np.quantile(cpu, upper_quantile)); L = U / theta
+    v = np.clip(cpu, L, U) / L                                          # values in [1, theta]
+    C = np.zeros((R, T, 4), bool)
+    for j, (lo, hi) in enumerate(PRIORITY_BANDS): C[:, :, j] = (prio >= lo) & (prio <= hi)
+    C[:, :, 3] = v > np.quantile(v, large_quantile, axis=1, keepdims=True)
+    inst = Instance(v, C, k, 1.0, theta, "google_cluster_trace")
+    inst.meta = dict(start=start, dropped=dropped, U_cpu=U, L_cpu=L, read=got)
+    return inst
