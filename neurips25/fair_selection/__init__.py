@@ -4,18 +4,18 @@
 __all__ = ['Instance', 'GFQ', 'PF', 'FairSelectionError', 'from_class_sets', 'class_counts', 'welfare', 'satisfaction',
            'iid_instances', 'adversarial_instances', 'threshold_worst_case', 'cluster_trace_instances',
            'trace_instances', 'offline_optimum', 'brute_force_optimum', 'OneWayTradingThreshold', 'GreedyThreshold',
-           'Allocation', 'threshold_only', 'set_aside', 'frac_gfq', 'd_setaside_gfq', 'frac_pf', 'greedy',
-           'quota_first', 'random_selection', 'frac_gfq_loop', 'lossless_round', 'rounding_step', 'exact_marginals',
-           'independent_round', 'round_allocation', 'rounded_stats', 'r_setaside_gfq', 'r_setaside_pf', 'Advice',
-           'advice_from_optimum', 'noisy_advice', 'follow_advice', 'la_setaside', 'ALGORITHMS', 'PF_ALGORITHMS',
-           'run_algorithm', 'evaluate', 'summarise']
+           'PerClassThreshold', 'Allocation', 'threshold_only', 'set_aside', 'frac_gfq', 'd_setaside_gfq', 'frac_pf',
+           'greedy', 'quota_first', 'random_selection', 'frac_gfq_loop', 'lossless_round', 'rounding_step',
+           'exact_marginals', 'independent_round', 'round_allocation', 'rounded_stats', 'r_setaside_gfq',
+           'r_setaside_pf', 'Advice', 'advice_from_optimum', 'noisy_advice', 'follow_advice', 'la_setaside',
+           'ALGORITHMS', 'PF_ALGORITHMS', 'run_algorithm', 'evaluate', 'summarise']
 
 # %% ../../nbs/p02_fair_selection/09_package.ipynb #89e5ae63
 from .instances import (Instance, GFQ, PF, FairSelectionError, from_class_sets, class_counts, welfare,
                                                 satisfaction, iid_instances, adversarial_instances, threshold_worst_case,
                                                 cluster_trace_instances, trace_instances)
 from .offline import offline_optimum, brute_force_optimum
-from .thresholds import OneWayTradingThreshold, GreedyThreshold, Allocation, threshold_only
+from .thresholds import OneWayTradingThreshold, GreedyThreshold, PerClassThreshold, Allocation, threshold_only
 from .setaside import (set_aside, frac_gfq, d_setaside_gfq, frac_pf, greedy, quota_first,
                                                random_selection, frac_gfq_loop)
 from .rounding import (lossless_round, rounding_step, exact_marginals, independent_round,
@@ -25,7 +25,7 @@ from .evaluate import ALGORITHMS, PF_ALGORITHMS, run_algorithm, evaluate, summar
 _all_ = ["Instance", "GFQ", "PF", "FairSelectionError", "from_class_sets", "class_counts", "welfare", "satisfaction",
          "iid_instances", "adversarial_instances", "threshold_worst_case", "cluster_trace_instances", "trace_instances",
          "offline_optimum",
-         "brute_force_optimum", "OneWayTradingThreshold", "GreedyThreshold", "Allocation", "threshold_only", "set_aside",
+         "brute_force_optimum", "OneWayTradingThreshold", "GreedyThreshold", "PerClassThreshold", "Allocation", "threshold_only", "set_aside",
          "frac_gfq", "d_setaside_gfq", "frac_pf", "greedy", "quota_first", "random_selection", "frac_gfq_loop", "lossless_round",
          "rounding_step", "exact_marginals", "independent_round", "round_allocation", "rounded_stats", "r_setaside_gfq", "r_setaside_pf",
          "Advice", "advice_from_optimum", "noisy_advice", "follow_advice", "la_setaside", "ALGORITHMS", "PF_ALGORITHMS",

@@ -56,7 +56,10 @@ def set_aside(inst: Instance,          # a batch of R instances
         # time-major, class-major layout: reductions over the M classes run along axis 0 (fast for small M)
         Vt = np.ascontiguousarray(inst.values.T)                                   # (T, R)
         Cf = np.ascontiguousarray(inst.classes.transpose(1, 2, 0), dtype=float)    # (T, M, R) membership as 0/1
-        Wv = None if integral else np.asarray(phi.inv(Vt), dtype=float)           # phi^{-1}(v_t), precomputed
+        pc = getattr(phi, "per_class", False)                                    # PerClassThreshold (02)
+        if integral: Wv = None
+        elif pc: Wv = np.ascontiguousarray(phi.check(inst).inv_classes(inst.values, inst.classes).T)
+        else: Wv = np.asarray(phi.inv(Vt), dtype=float)                         # phi^{-1}(v_t), precomputed
         s = np.zeros((M, R)); r = np.zeros(R); u = np.zeros(R); n = np.zeros((M, R)); N = np.zeros(R)
         x = np.zeros((T, R)); xr = np.zeros((T, R)); ar = np.arange(R); room1 = np.ones(R)
         qq = None if pf else q.T                                                   # (M, 1)
@@ -83,7 +86,8 @@ def set_aside(inst: Instance,          # a batch of R instances
                 K = Ks + np.maximum(Rsv - r - need, 0.0)                         # K_t = K_s + F_t
             else: K = np.full(R, Ks)
             room = room1 - a
-            xs = det_accept(phi, v, u, K, room) if integral else frac_take(phi, v, u, K, room, target=Wv[t])
+            xs = (det_accept(phi, v, u, K, room, inst.classes[:, t] if pc else None) if integral
+                  else frac_take(phi, v, u, K, room, target=Wv[t]))
             u += xs
             if charging == "single": s[first, ar] += xs
             else: s += xs * cf

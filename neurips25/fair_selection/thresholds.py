@@ -8,7 +8,8 @@ import numpy as np
 from .instances import Instance, FairSelectionError, welfare, class_counts
 
 # %% auto #0
-__all__ = ['OneWayTradingThreshold', 'GreedyThreshold', 'frac_take', 'det_accept', 'Allocation', 'threshold_only']
+__all__ = ['OneWayTradingThreshold', 'GreedyThreshold', 'frac_take', 'det_accept', 'Allocation', 'threshold_only',
+           'PerClassThreshold']
 
 # %% ../../nbs/p02_fair_selection/02_thresholds.ipynb #0dc1db7a
 class OneWayTradingThreshold:
@@ -50,11 +51,12 @@ def frac_take(phi, v, used, cap, room, target=None):
     x = safe * np.maximum(np.minimum(target, w + room / safe) - w, 0.0)
     return np.where(cap > 1e-12, np.minimum(x, np.maximum(cap - used, 0.0)), 0.0)
 
-def det_accept(phi, v, used, cap, room):
+def det_accept(phi, v, used, cap, room, member=None):
     "Deterministic rule: accept (1 unit) iff room >= 1, a unit is free and v >= lambda_i = phi((used + 1)/cap)."
     cap = np.asarray(cap, dtype=float); safe = np.where(cap > 0, cap, 1.0)
     ok = (room >= 1 - 1e-9) & (used + 1 <= cap + 1e-9)
-    return (ok & (v >= phi((used + 1) / safe))).astype(float)
+    price = phi.price((used + 1) / safe, member) if getattr(phi, "per_class", False) else phi((used + 1) / safe)
+    return (ok & (v >= price)).astype(float)
 
 # %% ../../nbs/p02_fair_selection/02_thresholds.ipynb #1640f9d3
 @dataclass(eq=False)
@@ -82,7 +84,45 @@ def threshold_only(inst: Instance, phi=None, integral: bool = False) -> Allocati
     phi = OneWayTradingThreshold(inst.L, inst.U) if phi is None else phi
     R, T = inst.values.shape; used = np.zeros(R); cap = np.full(R, float(inst.k)); one = np.ones(R)
     x = np.zeros((R, T))
-    step = det_accept if integral else frac_take
+    pc = getattr(phi, "per_class", False)
+    W = phi.check(inst).inv_classes(inst.values, inst.classes) if pc else None   # (R, T) per-class phi^{-1}
     for t in range(T):
-        x[:, t] = step(phi, inst.values[:, t], used, cap, one); used += x[:, t]
+        v = inst.values[:, t]
+        if integral: x[:, t] = det_accept(phi, v, used, cap, one, inst.classes[:, t] if pc else None)
+        else: x[:, t] = frac_take(phi, v, used, cap, one, target=None if W is None else W[:, t])
+        used += x[:, t]
     return Allocation("threshold" + ("" if integral else "-frac"), inst, x, integral)
+
+# %% ../../nbs/p02_fair_selection/02_thresholds.ipynb #d4c0a1e1
+class PerClassThreshold:
+    "One one-way-trading threshold per class j on [L_j, U_j] (theta_j = U_j / L_j); an agent uses its best class."
+    per_class = True
+    def __init__(self, L, U):
+        L = np.asarray(L, dtype=float); U = np.asarray(U, dtype=float)
+        if L.ndim != 1 or L.shape != U.shape or len(L) < 1:
+            raise FairSelectionError(f"L and U must be 1-D of the same length (one entry per class), got shapes "
+                                     f"{L.shape} and {U.shape}")
+        if not (np.isfinite(L).all() and np.isfinite(U).all() and (L > 0).all() and (L <= U).all()):
+            raise FairSelectionError(f"need 0 < L_j <= U_j (finite) for every class, got L={L.tolist()}, U={U.tolist()}")
+        self.L, self.U, self.theta = L, U, U / L
+        self.parts = [OneWayTradingThreshold(lo, hi) for lo, hi in zip(L, U)]
+    @property
+    def M(self) -> int: return len(self.L)
+    @property
+    def ratios(self) -> np.ndarray:
+        "Per-class guarantee 1 + ln theta_j on a stream of class j alone."
+        return 1.0 + np.log(self.theta)
+    def check(self, inst: Instance) -> "PerClassThreshold":
+        if inst.M != self.M: raise FairSelectionError(f"{self.M} class thresholds for instances with M = {inst.M} classes")
+        return self
+    def inv_classes(self, v, member):
+        "max over the agent's classes of phi_j^{-1}(v): v of shape S, member (S + (M,)) boolean."
+        v = np.asarray(v, dtype=float)
+        w = np.stack([p.inv(v) for p in self.parts], axis=-1)
+        return np.where(np.asarray(member, bool), w, 0.0).max(-1)
+    def price(self, w, member):
+        "min over the agent's classes of phi_j(w): w of shape S, member (S + (M,)) boolean."
+        w = np.asarray(w, dtype=float)
+        ph = np.stack([p(w) for p in self.parts], axis=-1)
+        return np.where(np.asarray(member, bool), ph, np.inf).min(-1)
+    def __repr__(self): return f"PerClassThreshold(L={self.L.tolist()}, U={self.U.tolist()})"
