@@ -12,9 +12,10 @@ from .offline import solve_time
 from .thresholds import threshold_only
 from .setaside import frac_gfq, d_setaside_gfq, frac_gfq_loop
 from .rounding import lossless_round, rounding_step
+import neurips25.fair_selection.fast as fast
 
 # %% auto #0
-__all__ = ['bench_throughput', 'bench_opt', 'main']
+__all__ = ['bench_throughput', 'bench_single_stream', 'bench_opt', 'main']
 
 # %% ../../nbs/p02_fair_selection/08_benchmark.ipynb #24baaa3b
 def _best(f, repeats: int) -> float:
@@ -26,12 +27,12 @@ def _best(f, repeats: int) -> float:
 def bench_throughput(R: int = 2000, T: int = 1000, k: int = 50, repeats: int = 2, naive_T: int = 2000, seed: int = 0) -> pd.DataFrame:
     "Arrivals/s of the vectorised algorithms on R x T arrivals, and of the agent-by-agent Python baselines."
     I = iid_instances(R, T, k, M=3, theta=50, p_multi=0.3, rng=seed); q = (5, 5, 5)
-    x = frac_gfq(I, q).x
+    x = frac_gfq(I, q, engine="numpy").x
     rows = []
     def add(name, secs, n, naive=False): rows.append(dict(algorithm=name, runs=R if not naive else 1, arrivals=n, seconds=secs,
                                                          arrivals_per_s=n / secs, implementation="naive" if naive else "vectorised"))
-    add("FRAC-GFQ", _best(lambda: frac_gfq(I, q), repeats), R * T)
-    add("D-SETASIDE-GFQ", _best(lambda: d_setaside_gfq(I, q), repeats), R * T)
+    add("FRAC-GFQ", _best(lambda: frac_gfq(I, q, engine="numpy"), repeats), R * T)
+    add("D-SETASIDE-GFQ", _best(lambda: d_setaside_gfq(I, q, engine="numpy"), repeats), R * T)
     add("threshold-frac", _best(lambda: threshold_only(I), repeats), R * T)
     add("lossless_round", _best(lambda: lossless_round(x, rng=seed, capacity=k), repeats), R * T)
     J = iid_instances(1, naive_T, k, M=3, theta=50, p_multi=0.3, rng=seed)
@@ -49,13 +50,47 @@ def bench_throughput(R: int = 2000, T: int = 1000, k: int = 50, repeats: int = 2
                               else np.nan for r in df.itertuples()]
     return df
 
-def bench_opt(Ts=(500, 2000, 5000), k_frac: float = 0.05, seed: int = 0, milp_max_T: int = 5000) -> pd.DataFrame:
+def _compile_seconds() -> float:
+    "Seconds to compile the set-aside kernel from scratch (a fresh, uncached numba compilation)."
+    f = fast.numba.njit(cache=False)(fast._kernel)
+    J = iid_instances(1, 5, 3, M=2, rng=0)
+    V, C = J.values, J.classes
+    args = (V, C, V, np.zeros(2), False, False, True, False, 0.0, 3, 5.0, 0.0, 3.0, False, 1.0, 0.5, 2.0, 0.5,
+            np.zeros((1, 5)), np.zeros((1, 5)), np.zeros((1, 2)), np.zeros(1))
+    t = time.perf_counter()
+    f(*args)
+    return time.perf_counter() - t
+
+def bench_single_stream(T: int = 20_000, k: int = 50, repeats: int = 3, seed: int = 0) -> pd.DataFrame:
+    "FRAC-GFQ on one stream (R = 1): compiled engine vs the plain-Python loop vs the numpy engine (compile excluded)."
+    J = iid_instances(1, T, k, M=3, theta=50, p_multi=0.3, rng=seed)
+    q = (5, 5, 5)
+    sets = [set(np.flatnonzero(row)) for row in J.classes[0]]
+    rows = [dict(implementation="plain loop (frac_gfq_loop)",
+                 seconds=_best(lambda: frac_gfq_loop(J.values[0], sets, k, q, J.L, J.U), 1)),
+            dict(implementation="numpy engine", seconds=_best(lambda: frac_gfq(J, q, engine="numpy"), 1))]
+    if fast.numba is not None:
+        frac_gfq(J, q, engine="compiled")                      # compile (or load the cached kernel) first
+        rows.append(dict(implementation="compiled engine",
+                         seconds=_best(lambda: frac_gfq(J, q, engine="compiled"), repeats)))
+    df = pd.DataFrame(rows)
+    df.insert(0, "runs", 1)
+    df.insert(1, "arrivals", T)
+    df["arrivals_per_s"] = T / df.seconds
+    df["x_vs_loop"] = df.seconds.iloc[0] / df.seconds
+    df["compile_s"] = [np.nan] * (len(df) - 1) + ([_compile_seconds()] if fast.numba is not None else [np.nan])
+    return df
+
+def bench_opt(Ts=(500, 2000, 5000), k_frac: float = 0.05, seed: int = 0, milp_max_T: int = 5000,
+              milp_time_limit: float = 60.0,  # HiGHS time limit of the MILP; past it the LP bound, with a note
+             ) -> pd.DataFrame:
     "MILP and LP solve time of one GFQ offline optimum as T grows (k = k_frac T, M = 5); MILP skipped above milp_max_T."
     rows = []
     for T in Ts:
         k = max(10, int(k_frac * T))
-        rows.append(dict(T=T, k=k, milp_s=solve_time(T, k, integral=True, seed=seed) if T <= milp_max_T else np.nan,
-                         lp_s=solve_time(T, k, integral=False, seed=seed)))
+        milp_s, note = (solve_time(T, k, integral=True, seed=seed, time_limit=milp_time_limit, return_note=True)
+                        if T <= milp_max_T else (np.nan, "MILP skipped (T > milp_max_T)"))
+        rows.append(dict(T=T, k=k, milp_s=milp_s, lp_s=solve_time(T, k, integral=False, seed=seed), milp_note=note))
     return pd.DataFrame(rows)
 
 def main(argv=None):
@@ -65,15 +100,20 @@ def main(argv=None):
     ap.add_argument("--T", type=int, default=1000, help="arrivals per run")
     ap.add_argument("--opt-T", type=int, nargs="+", default=[500, 2000, 5000, 20000], help="instance sizes for the offline optimum")
     ap.add_argument("--milp-max-T", type=int, default=5000, help="largest T solved as a MILP (LP only above)")
+    ap.add_argument("--milp-time-limit", type=float, default=60.0, help="MILP time limit, s (then the LP bound)")
+    ap.add_argument("--single-T", type=int, default=20000, help="arrivals of the single-stream (R = 1) row")
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args(argv)
     t1 = bench_throughput(a.runs, a.T, seed=a.seed)
     print(f"Throughput (arrivals per second, one process; target >= 1e6 for the vectorised rows)")
     print(t1.to_string(index=False, float_format=lambda v: f"{v:,.4g}"))
-    t2 = bench_opt(a.opt_T, seed=a.seed, milp_max_T=a.milp_max_T)
+    t3 = bench_single_stream(a.single_T, seed=a.seed)
+    print(f"\nOne stream: FRAC-GFQ, R = 1, T = {a.single_T:,} (target: compiled >= 5x the plain loop; compile excluded)")
+    print(t3.to_string(index=False, float_format=lambda v: f"{v:,.4g}"))
+    t2 = bench_opt(a.opt_T, seed=a.seed, milp_max_T=a.milp_max_T, milp_time_limit=a.milp_time_limit)
     print("\nOffline optimum (GFQ, M = 5, quotas 5% of k, k = 5% of T): HiGHS solve time in seconds")
     print(t2.to_string(index=False, float_format=lambda v: f"{v:,.4g}"))
-    return t1, t2
+    return t1, t2, t3
 
 if __name__ == "__main__" and not in_notebook():   # `python -m neurips25.fair_selection.benchmark`
     main()

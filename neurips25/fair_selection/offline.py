@@ -2,7 +2,7 @@
 
 # %% ../../nbs/p02_fair_selection/01_offline.ipynb #578817d6
 from __future__ import annotations
-import itertools, time
+import itertools, time, warnings
 import numpy as np
 from scipy.optimize import milp, LinearConstraint, Bounds
 from scipy.sparse import csr_matrix, vstack
@@ -18,33 +18,60 @@ def _targets(inst: Instance, fairness) -> np.ndarray:
     if not isinstance(fairness, (GFQ, PF)): raise FairSelectionError(f"fairness must be None, GFQ or PF, got {fairness!r}")
     fairness.check(inst, capacity=False); return fairness.int_targets(inst)   # sum of targets > k: the MILP decides
 
+def _lp_bound(r, res, v, A, lo, hi, time_limit, info):
+    "The MILP of run r hit its time limit: return the LP relaxation's value (an upper bound) and record a note."
+    lp = milp(-v, constraints=LinearConstraint(A, lo, hi), bounds=Bounds(0, 1))   # polynomial: no time limit
+    if lp.status != 0 or lp.x is None:
+        raise FairSelectionError(f"offline optimum of run {r}: the MILP hit its {time_limit:g} s time limit and the "
+                                 f"LP bound failed too: {lp.message} (status {lp.status})")
+    ub = -lp.fun
+    inc = -res.fun if res.x is not None and res.fun is not None else np.nan
+    gap = (ub - inc) / max(abs(ub), 1e-300) if np.isfinite(inc) else np.nan
+    note = (f"run {r}: MILP time limit {time_limit:g} s reached; returned the LP bound {ub:.6g} (an upper bound on "
+            f"OPT)" + (f", best incumbent {inc:.6g}, gap {gap:.3%}" if np.isfinite(inc) else ", no incumbent found"))
+    info["status"][r], info["incumbent"][r], info["gap"][r] = "time_limit_lp_bound", inc, gap
+    info["notes"].append(note)
+    warnings.warn(note, stacklevel=3)
+    return ub, lp.x
+
 def offline_optimum(inst: Instance,              # a batch of R instances
                     fairness=None,               # None (unconstrained), GFQ(quotas) or PF(beta)
                     integral: bool = True,       # MILP (exact) or its LP relaxation (an upper bound)
                     return_solution: bool = False,  # also return the optimal decisions, shape (R, T)
                     time_limit: float = 60.0,    # HiGHS time limit per instance, seconds
                     on_infeasible: str = "raise",  # "raise" (FairSelectionError) or "-inf" (as brute_force_optimum)
+                    return_info: bool = False,   # also return info: per-run status, incumbent, gap and notes
                    ):
     "OPT_fair per run (shape (R,)): max sum v y s.t. sum y <= k and the fairness targets, solved with HiGHS."
     if on_infeasible not in ("raise", "-inf"): raise FairSelectionError(f"on_infeasible must be 'raise' or '-inf', got {on_infeasible!r}")
     tg = _targets(inst, fairness)
     vals = np.zeros(inst.R); sol = np.zeros((inst.R, inst.T))
+    info = dict(status=np.full(inst.R, "optimal", dtype=object), incumbent=np.full(inst.R, np.nan),
+                gap=np.zeros(inst.R), notes=[])
     for r in range(inst.R):
         v, C = inst.values[r], inst.classes[r]
         if fairness is None or not tg[r].any():                   # top-k in closed form
-            idx = np.argsort(-v, kind="stable")[:inst.k]; sol[r, idx] = 1; vals[r] = v[idx].sum(); continue
+            idx = np.argsort(-v, kind="stable")[:inst.k]; sol[r, idx] = 1; vals[r] = v[idx].sum()
+            info["incumbent"][r] = vals[r]
+            continue
         A = vstack([csr_matrix(np.ones((1, inst.T))), csr_matrix(C.T.astype(float))])
         lo = np.concatenate([[0.0], tg[r]]); hi = np.concatenate([[inst.k], np.full(inst.M, np.inf)])
         res = milp(-v, constraints=LinearConstraint(A, lo, hi), bounds=Bounds(0, 1),
                    integrality=np.ones(inst.T) if integral else None, options=dict(time_limit=time_limit, mip_rel_gap=1e-7))
         if res.status == 2:                                        # no selection of <= k agents meets the targets
+            info["status"][r] = "infeasible"
             if on_infeasible == "-inf": vals[r] = -np.inf; continue
             raise FairSelectionError(f"fairness targets infeasible in run {r}: no selection of <= k = {inst.k} agents "
                                      f"meets them, even crediting a multi-class agent to all its classes")
+        if res.status == 1 and integral:                           # MILP time limit: the LP bound, with a note
+            vals[r], sol[r] = _lp_bound(r, res, v, A, lo, hi, time_limit, info)
+            continue
         if res.status != 0 or res.x is None:
             raise FairSelectionError(f"offline optimum of run {r} failed: {res.message} (status {res.status})")
         vals[r] = -res.fun; sol[r] = np.round(res.x) if integral else res.x
-    return (vals, sol) if return_solution else vals
+        info["incumbent"][r] = vals[r]
+    out = (vals,) + ((sol,) if return_solution else ()) + ((info,) if return_info else ())
+    return out[0] if len(out) == 1 else out
 
 # %% ../../nbs/p02_fair_selection/01_offline.ipynb #c1c0ffbf
 def brute_force_optimum(inst: Instance, fairness=None) -> np.ndarray:
@@ -60,8 +87,16 @@ def brute_force_optimum(inst: Instance, fairness=None) -> np.ndarray:
     return out
 
 # %% ../../nbs/p02_fair_selection/01_offline.ipynb #388190ab
-def solve_time(T: int, k: int, M: int = 5, p_multi: float = 0.3, integral: bool = True, seed: int = 0) -> float:
+def solve_time(T: int, k: int, M: int = 5, p_multi: float = 0.3, integral: bool = True, seed: int = 0,
+               time_limit: float = 60.0,  # HiGHS time limit; the MILP falls back to the LP bound past it
+               return_note: bool = False, # also return the note ("" when solved to optimality)
+              ):
     "Seconds to solve one GFQ offline optimum (quotas 5% of k per class) on an i.i.d. instance of length T."
     I = iid_instances(1, T, k, M=M, p_multi=p_multi, rng=seed)
     q = GFQ(tuple([max(1, k // 20)] * M))
-    t = time.perf_counter(); offline_optimum(I, q, integral=integral); return time.perf_counter() - t
+    t = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")                           # the note is returned instead
+        _, info = offline_optimum(I, q, integral=integral, time_limit=time_limit, return_info=True)
+    secs = time.perf_counter() - t
+    return (secs, "; ".join(info["notes"])) if return_note else secs
