@@ -108,7 +108,8 @@ def main(argv=None):
     print(f"Throughput (arrivals per second, one process; target >= 1e6 for the vectorised rows)")
     print(t1.to_string(index=False, float_format=lambda v: f"{v:,.4g}"))
     t3 = bench_single_stream(a.single_T, seed=a.seed)
-    print(f"\nOne stream: FRAC-GFQ, R = 1, T = {a.single_T:,} (target: compiled >= 5x the plain loop; compile excluded)")
+    print(f"\nOne stream: FRAC-GFQ, R = 1, T = {a.single_T:,} (target: compiled >= 5x the plain loop; "
+          "compile excluded)")
     print(t3.to_string(index=False, float_format=lambda v: f"{v:,.4g}"))
     t2 = bench_opt(a.opt_T, seed=a.seed, milp_max_T=a.milp_max_T, milp_time_limit=a.milp_time_limit)
     print("\nOffline optimum (GFQ, M = 5, quotas 5% of k, k = 5% of T): HiGHS solve time in seconds")
