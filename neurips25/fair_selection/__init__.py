@@ -8,7 +8,7 @@ __all__ = ['Instance', 'GFQ', 'PF', 'FairSelectionError', 'from_class_sets', 'cl
            'greedy', 'quota_first', 'random_selection', 'frac_gfq_loop', 'lossless_round', 'rounding_step',
            'exact_marginals', 'independent_round', 'round_allocation', 'rounded_stats', 'r_setaside_gfq',
            'r_setaside_pf', 'Advice', 'advice_from_optimum', 'noisy_advice', 'follow_advice', 'la_setaside',
-           'ALGORITHMS', 'PF_ALGORITHMS', 'run_algorithm', 'evaluate', 'summarise']
+           'ALGORITHMS', 'PF_ALGORITHMS', 'run_algorithm', 'evaluate', 'summarise', 'ccdnf_secretary', 'ccdnf_prophet']
 
 # %% ../../nbs/p02_fair_selection/09_package.ipynb #89e5ae63
 from .instances import (Instance, GFQ, PF, FairSelectionError, from_class_sets, class_counts, welfare,
@@ -20,6 +20,7 @@ from .setaside import (set_aside, frac_gfq, d_setaside_gfq, frac_pf, greedy, quo
                                                random_selection, frac_gfq_loop)
 from .rounding import (lossless_round, rounding_step, exact_marginals, independent_round,
                                                round_allocation, rounded_stats, r_setaside_gfq, r_setaside_pf)
+from .baselines import ccdnf_secretary, ccdnf_prophet
 from .learning import Advice, advice_from_optimum, noisy_advice, follow_advice, la_setaside
 from .evaluate import ALGORITHMS, PF_ALGORITHMS, run_algorithm, evaluate, summarise
 _all_ = ["Instance", "GFQ", "PF", "FairSelectionError", "from_class_sets", "class_counts", "welfare", "satisfaction",
@@ -29,4 +30,4 @@ _all_ = ["Instance", "GFQ", "PF", "FairSelectionError", "from_class_sets", "clas
          "frac_gfq", "d_setaside_gfq", "frac_pf", "greedy", "quota_first", "random_selection", "frac_gfq_loop", "lossless_round",
          "rounding_step", "exact_marginals", "independent_round", "round_allocation", "rounded_stats", "r_setaside_gfq", "r_setaside_pf",
          "Advice", "advice_from_optimum", "noisy_advice", "follow_advice", "la_setaside", "ALGORITHMS", "PF_ALGORITHMS",
-         "run_algorithm", "evaluate", "summarise"]
+         "run_algorithm", "evaluate", "summarise", "ccdnf_secretary", "ccdnf_prophet"]

@@ -11,6 +11,7 @@ from .thresholds import Allocation, threshold_only
 from .setaside import (frac_gfq, d_setaside_gfq, frac_pf, greedy, quota_first, random_selection,
                                                set_aside)
 from .rounding import round_allocation, rounded_stats
+from .baselines import ccdnf_secretary
 
 # %% auto #0
 __all__ = ['ALGORITHMS', 'PF_ALGORITHMS', 'run_algorithm', 'evaluate', 'mean_se', 'summarise']
@@ -31,6 +32,8 @@ def _gfq_algorithms():
         "R-SETASIDE-GFQ": "FRAC-GFQ",                 # rounded versions: (fractional name, rounding)
         "R-SETASIDE-GFQ-indep": ("FRAC-GFQ", "independent"),
         "R-SETASIDE-GFQ-single": "FRAC-GFQ-single",
+        # literature baselines (03b), appended last: they use no coins, so the rows above are unchanged
+        "CCDNF-secretary": lambda I, f, rng: ccdnf_secretary(I, f),
     }
 
 ALGORITHMS = tuple(_gfq_algorithms())
