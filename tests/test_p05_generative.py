@@ -10,6 +10,7 @@ from neurips25.sgequidiff import (space_group, apply_ops, wyckoff_residual, rand
                                   wrapped_score, element_symbols, SGEquiDiffConfig, encode_crystals, synthetic_crystals,
                                   train_sgequidiff, symmetry_report, ops_preserved)
 from neurips25.sgequidiff.coord_diffusion import symmetrized_score_slow, project_batch, init_coords
+from neurips25.sgequidiff.symmetry import invariant_metric
 
 
 @pytest.fixture(scope="module")
@@ -48,13 +49,13 @@ def test_plain_network_is_not_equivariant(net):
     assert np.abs(b[0] - G.A[5] @ a[0]).max() > 1e-3 * np.abs(a).max()
 
 
-def brute_force_score(xt, x0, G, sigma, K):
-    "Explicit double sum over orbit images and lattice translations (no vectorisation, no log-sum-exp)."
+def brute_force_score(xt, x0, G, sigma, K, M=np.eye(3)):
+    "Metric score M^-1 grad log p: explicit double sum over orbit images and lattice translations (no log-sum-exp)."
     num, den = np.zeros(3), 0.0
     for A, t in zip(G.A, G.t):
         y = np.mod(A @ x0 + t, 1.0)
         for k in itertools.product(range(-K, K + 1), repeat=3):
-            d = xt - y - np.array(k); w = np.exp(-d @ d / (2 * sigma ** 2))
+            d = xt - y - np.array(k); w = np.exp(-d @ M @ d / (2 * sigma ** 2))
             num += w * (-d / sigma ** 2); den += w
     return num / den
 
@@ -67,7 +68,8 @@ def test_wrapped_normal_target_matches_brute_force(sg, sigma):
     bt = make_batch([(sg, [5.0, 6.0, 7.0, 90, 90, 90] if sg < 143 else [5.0, 5.0, 7.0, 90, 90, 120], W, [8, 8])])
     xt = np.mod(x0 + sigma * rng.standard_normal(x0.shape), 1.0)
     got = wrapped_score(bt, x0, xt, np.full(2, sigma), K=2)
-    ref = np.array([bt.P[i] @ brute_force_score(xt[i], x0[i], G, sigma, 2) for i in range(2)])
+    M = invariant_metric(G)                        # the G-invariant metric (I except for groups 143-194)
+    ref = np.array([bt.Pm[i] @ brute_force_score(xt[i], x0[i], G, sigma, 2, M) for i in range(2)])
     np.testing.assert_allclose(got, ref, rtol=1e-7, atol=1e-7 * np.abs(ref).max())
 
 

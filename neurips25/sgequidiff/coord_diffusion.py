@@ -9,14 +9,16 @@ import torch
 from torch import nn
 
 from .symmetry import (space_group, apply_ops, wrapped_normal, project_to_wyckoff, orbit, orbit_index,
-                                            _wrap, symmetrize_cell)
+                                            _wrap, symmetrize_cell, invariant_metric, metric_projector, noise_factor,
+                                            metric_norm)
 from .lattice import LatticeGrid
 from .sg_prior import MLP, fourier_features, check_sg_tensor
 
 # %% auto #0
-__all__ = ['MODES', 've_sigmas', 'WyckoffCosets', 'wyckoff_cosets', 'lattice_matrix', 'AsuBatch', 'make_batch', 'cell_coords',
-           'build_structures', 'wrapped_score', 'ScoreNorm', 'PeriodicGNN', 'CoordScoreModel', 'symmetrized_score_slow',
-           'coord_loss', 'project_batch', 'init_coords', 'pc_sample']
+__all__ = ['METRICS', 'MODES', 've_sigmas', 'WyckoffCosets', 'wyckoff_cosets', 'lattice_matrix', 'AsuBatch', 'make_batch',
+           'cell_coords', 'build_structures', 'wrapped_log_density', 'wrapped_score', 'ScoreNorm', 'check_metric_match',
+           'PeriodicGNN', 'CoordScoreModel', 'symmetrized_score_slow', 'coord_loss', 'project_batch', 'init_coords',
+           'pc_sample']
 
 # %% ../../nbs/p05_sgequidiff/06a_coordinate_diffusion.ipynb #aa47ffd3
 def ve_sigmas(T: int = 1000, sigma_min: float = 0.002, sigma_max: float = 0.5) -> np.ndarray:
@@ -80,14 +82,36 @@ class AsuBatch:
     pair_cell: np.ndarray   # (p,) cell atom at g·x_i
     pair_Ainv: np.ndarray   # (p, 3, 3) A_g^{-1}
     ident_cell: np.ndarray  # (n,) cell atom of the identity image of each ASU atom
+    metric: str = "invariant"  # the wrapped normal's metric (METRICS)
+    Pm: np.ndarray | None = None  # (n, 3, 3) metric-orthogonal projectors (= P for the identity metric)
+    C: np.ndarray | None = None   # (n, 3, 3) noise factors: sigma C z has covariance sigma^2 M^-1 on the position
+    Mt: np.ndarray | None = None  # (n, 3, 3) the metric tensor of each atom's group
+
+METRICS = ("invariant", "fractional")
+
+def _metric_of(sg: int, metric: str) -> np.ndarray | None:
+    "The wrapped normal's metric tensor: the group average of A_g^T A_g ('invariant') or None (the port's 'fractional')."
+    if metric not in METRICS: raise ValueError(f"metric must be one of {METRICS}, got {metric!r}")
+    return invariant_metric(int(sg)) if metric == "invariant" else None
+
+@lru_cache(maxsize=None)
+def _atom_tables(sg: int, w: int, plain: bool, metric: str) -> tuple:
+    "(P, P_M, C, M) of one Wyckoff position (the ablation: all three axes)."
+    wp = space_group(sg).wyckoffs[w]; M = _metric_of(sg, metric)
+    P = np.eye(3) if plain else wp.P
+    Pm = np.eye(3) if plain else metric_projector(wp, M)
+    return P, Pm, noise_factor(None if plain else wp, M), np.eye(3) if M is None else M
 
 def make_batch(designs: list,           # [(sg, lattice (6,), wyckoff indices, element tokens)]
                plain: bool = False,     # the ablation: identity projectors
+               metric: str = "invariant",  # the wrapped normal's metric: "invariant" (default) or "fractional" (the port)
               ) -> AsuBatch:
     "Index tables of a batch of asymmetric-unit designs."
     if not designs: raise ValueError("make_batch needs at least one design")
+    _metric_of(1, metric)
     sgs, lats, ac, asg, wy, el, P, dof, order = [], [], [], [], [], [], [], [], []
     cA, ct, catom, cslot, pa, pc, pinv, ident = [], [], [], [], [], [], [], []
+    Pm, C, Mt = [], [], []
     n_atoms = n_cell = 0; n_max = 0
     for b, (sg, lat, W, E) in enumerate(designs):
         sg = int(check_sg_tensor(int(sg))); G = space_group(sg); Ainv = np.linalg.inv(G.A)
@@ -99,7 +123,8 @@ def make_batch(designs: list,           # [(sg, lattice (6,), wyckoff indices, e
         for w, e in zip(W, E):
             cz = wyckoff_cosets(sg, int(w))
             ac.append(b); asg.append(sg); wy.append(int(w)); el.append(int(e)); order.append(G.order)
-            P.append(np.eye(3) if plain else cz.P); dof.append(3 if plain else cz.dof)
+            tab = _atom_tables(sg, int(w), bool(plain), metric)
+            P.append(tab[0]); Pm.append(tab[1]); C.append(tab[2]); Mt.append(tab[3]); dof.append(3 if plain else cz.dof)
             m = len(cz.reps)
             cA.append(G.A[cz.reps]); ct.append(G.t[cz.reps]); catom += [n_atoms] * m; cslot += list(range(slot, slot + m))
             pa += [n_atoms] * G.order; pc += list(n_cell + cz.coset_of); pinv.append(Ainv); ident.append(n_cell)
@@ -108,7 +133,7 @@ def make_batch(designs: list,           # [(sg, lattice (6,), wyckoff indices, e
     cat = lambda x: np.concatenate(x) if x else x
     return AsuBatch(len(designs), np.array(sgs), np.array(lats), np.array(ac), np.array(asg), np.array(wy), np.array(el),
                     np.array(P), np.array(dof), np.array(order), np.array(catom), cat(cA), cat(ct), np.array(cslot), n_max,
-                    np.array(pa), np.array(pc), cat(pinv), np.array(ident))
+                    np.array(pa), np.array(pc), cat(pinv), np.array(ident), metric, np.array(Pm), np.array(C), np.array(Mt))
 
 def cell_coords(batch: AsuBatch, x: np.ndarray) -> np.ndarray:
     "Fractional coordinates (m, 3) of every cell atom, (A_g x_i + t_g) mod 1."
@@ -116,7 +141,9 @@ def cell_coords(batch: AsuBatch, x: np.ndarray) -> np.ndarray:
 
 # %% ../../nbs/p05_sgequidiff/06a_coordinate_diffusion.ipynb #9a558880
 def build_structures(batch: AsuBatch, x: np.ndarray, symbols: tuple) -> list:
-    "One pymatgen Structure per crystal from ASU coordinates x (n, 3); `symbols` maps element tokens to symbols."
+    "One pymatgen Structure per crystal from ASU coordinates x (n, 3) (pyxtal's setting; `symbols`: token -> symbol)."
+    # origin choice 2 for the 24 groups of representation.ORIGIN_CHOICE_2: representation.standard_setting shifts a
+    # structure to spglib's default setting (origin choice 1), the one Structure.from_spacegroup expects
     from pymatgen.core import Structure, Lattice
     X = cell_coords(batch, x); cr = batch.atom_crystal[batch.cell_atom]
     out = []
@@ -126,32 +153,44 @@ def build_structures(batch: AsuBatch, x: np.ndarray, symbols: tuple) -> list:
     return out
 
 # %% ../../nbs/p05_sgequidiff/06a_coordinate_diffusion.ipynb #5ccaaa35
+def wrapped_log_density(sg: int, x0: np.ndarray, xt: np.ndarray, sigma: float, K: int = 1,
+                        metric: str = "invariant") -> np.ndarray:
+    "log sum_{g,k} exp(-|xt - g x0 - k|_M^2 / 2 sigma^2) (n,) for points xt (n, 3) and one x0 (3,) or one per point (n, 3)."
+    G = space_group(int(sg)); xt = np.atleast_2d(np.asarray(xt, float)); x0 = np.atleast_2d(np.asarray(x0, float))
+    orb = apply_ops(G, x0)
+    if len(orb) == 1: orb = orb[0]
+    return wrapped_normal(xt, orb, float(sigma), K, _metric_of(sg, metric), tangent=True)[0]
+
 def wrapped_score(batch: AsuBatch, x0: np.ndarray, xt: np.ndarray, sigma: np.ndarray, K: int = 1) -> np.ndarray:
-    "P_w grad log p(xt | x0) per ASU atom (n, 3); sigma per atom (n,)."
+    "The target per ASU atom (n, 3): P_M M^-1 grad log p(xt | x0) in the batch's metric M; sigma per atom (n,)."
     out = np.zeros_like(xt)
     for sg in np.unique(batch.atom_sg):
-        G = space_group(int(sg)); idx = np.flatnonzero(batch.atom_sg == sg)
+        G = space_group(int(sg)); idx = np.flatnonzero(batch.atom_sg == sg); M = _metric_of(sg, batch.metric)
         for s in np.unique(sigma[idx]):
             j = idx[sigma[idx] == s]
-            out[j] = wrapped_normal(xt[j], apply_ops(G, x0[j]), float(s), K)[1]
-    return np.einsum("nij,nj->ni", batch.P, out)
+            out[j] = wrapped_normal(xt[j], apply_ops(G, x0[j]), float(s), K, M, tangent=True)[1]
+    return np.einsum("nij,nj->ni", batch.Pm, out)
 
 class ScoreNorm:
-    "s_bar(G, w, sigma) = E||P_w score||, Monte Carlo on a sigma grid per (group, position, mode), log-log interpolated."
-    def __init__(self, sigma_min: float, sigma_max: float, n_grid: int = 10, n_mc: int = 256, K: int = 1, seed: int = 0):
+    "s_bar(G, w, sigma) = E|P_M score|_M, Monte Carlo on a sigma grid per (group, position, mode), log-log interpolated."
+    def __init__(self, sigma_min: float, sigma_max: float, n_grid: int = 10, n_mc: int = 256, K: int = 1, seed: int = 0,
+                 metric: str = "invariant"):
+        _metric_of(1, metric)
         self.grid = np.geomspace(sigma_min, sigma_max, n_grid); self.n_mc, self.K, self.seed = n_mc, K, seed
+        self.metric = metric
         self.table: dict = {}
 
     def _compute(self, sg: int, w: int, plain: bool) -> np.ndarray:
-        G = space_group(sg); wp = G.wyckoffs[w]
+        G = space_group(sg); wp = G.wyckoffs[w]; M = _metric_of(sg, self.metric)
         if wp.dof == 0 and not plain: return np.ones(len(self.grid))         # no noise, no target: any positive value
-        rng = np.random.default_rng([self.seed, sg, w, int(plain)]); P = np.eye(3) if plain else wp.P
+        rng = np.random.default_rng([self.seed, sg, w, int(plain)])
+        C = noise_factor(None if plain else wp, M); Pm = np.eye(3) if plain else metric_projector(wp, M)
         vals = []
         for s in self.grid:
             x0 = wp.point(rng.random((self.n_mc, wp.dof)))
-            xt = x0 + s * rng.standard_normal((self.n_mc, 3)) @ P.T
-            sc = wrapped_normal(xt, apply_ops(G, x0), s, self.K)[1] @ P.T
-            vals.append(np.linalg.norm(sc, axis=1).mean())
+            xt = x0 + s * rng.standard_normal((self.n_mc, 3)) @ C.T
+            sc = wrapped_normal(xt, apply_ops(G, x0), s, self.K, M, tangent=True)[1] @ Pm.T
+            vals.append(metric_norm(sc, M).mean())
         return np.array(vals)
 
     def __call__(self, sg: np.ndarray, w: np.ndarray, sigma: np.ndarray, plain: bool = False) -> np.ndarray:
@@ -164,6 +203,12 @@ class ScoreNorm:
             if key not in self.table: self.table[key] = self._compute(*key)
             out[j] = np.exp(np.interp(np.log(sigma[j]), np.log(self.grid), np.log(self.table[key])))
         return out
+
+def check_metric_match(batch: AsuBatch, norm: ScoreNorm):
+    "Error unless the batch and the normaliser use the same wrapped-normal metric."
+    if batch.metric != getattr(norm, "metric", "fractional"):
+        raise ValueError(f"the batch uses metric {batch.metric!r} but the ScoreNorm {norm.metric!r}")
+
 
 # %% ../../nbs/p05_sgequidiff/06a_coordinate_diffusion.ipynb #5b17c695
 _KVEC = torch.tensor([[i, j, k] for i in (-1, 0, 1) for j in (-1, 0, 1) for k in (-1, 0, 1) if (i, j, k) > (0, 0, 0)], dtype=torch.float32)
@@ -270,7 +315,8 @@ def coord_loss(model: CoordScoreModel, batch: AsuBatch,
     x0 = np.asarray(x0, float)
     if x0.shape != (len(batch.elem), 3) or not np.isfinite(x0).all(): raise ValueError(f"x0 must be finite with shape ({len(batch.elem)}, 3)")
     t = rng.integers(len(sigmas), size=batch.n_crystals); sig_c = sigmas[t]; sig = sig_c[batch.atom_crystal]
-    xt = np.mod(x0 + np.einsum("nij,nj->ni", batch.P, rng.standard_normal(x0.shape)) * sig[:, None], 1.0)
+    check_metric_match(batch, norm)
+    xt = np.mod(x0 + np.einsum("nij,nj->ni", batch.C, rng.standard_normal(x0.shape)) * sig[:, None], 1.0)
     target = wrapped_score(batch, x0, xt, sig, K) / norm(batch.atom_sg, batch.wyck, sig, model.plain)[:, None]
     pred = model(batch, xt, np.log(sig_c))
     w = torch.as_tensor(batch.dof > 0, device=pred.device)
@@ -301,7 +347,9 @@ def pc_sample(model: CoordScoreModel, batch: AsuBatch,
               progress_bar=None,                # optional callable wrapping the step iterator
              ) -> np.ndarray:
     "ASU coordinates (n, 3) drawn by the reverse VE predictor-corrector sampler, projected onto the Wyckoff subspaces."
-    plain = model.plain; P = batch.P; n = len(batch.elem); active = batch.dof > 0
+    check_metric_match(batch, norm)
+    plain = model.plain; C = batch.C; n = len(batch.elem); active = batch.dof > 0
+    mnorm = lambda v: np.sqrt(np.einsum("ni,nij,nj->n", v, batch.Mt, v))          # |v|_M per atom
     x = init_coords(batch, rng, plain)
     crys = batch.atom_crystal; B = batch.n_crystals
     def score(x, s):
@@ -314,13 +362,13 @@ def pc_sample(model: CoordScoreModel, batch: AsuBatch,
     for t in (progress_bar(steps) if progress_bar else steps):
         s_t = sigmas[t]; s_prev = sigmas[t - 1] if t > 0 else 0.0
         d2 = s_t ** 2 - s_prev ** 2
-        z = np.einsum("nij,nj->ni", P, rng.standard_normal((n, 3)))
+        z = np.einsum("nij,nj->ni", C, rng.standard_normal((n, 3)))
         x = x + d2 * score(x, s_t) + (np.sqrt(d2) * z if t > 0 else 0.0)          # predictor (the last step: no noise)
         if not plain: x = project_batch(batch, x)
         if t == 0: break
         for _ in range(n_corrector):                                              # Langevin corrector at sigma_{t-1}
-            g = score(x, s_prev); z = np.einsum("nij,nj->ni", P, rng.standard_normal((n, 3)))
-            gn, zn = crystal_mean(np.linalg.norm(g, axis=1)), crystal_mean(np.linalg.norm(z, axis=1))
+            g = score(x, s_prev); z = np.einsum("nij,nj->ni", C, rng.standard_normal((n, 3)))
+            gn, zn = crystal_mean(mnorm(g)), crystal_mean(mnorm(z))
             eps = np.where(active & (gn > 0), 2 * (snr * zn / np.maximum(gn, 1e-12)) ** 2, 0.0)
             eps = np.minimum(eps, s_prev ** 2)                                     # never a step larger than the noise level
             x = x + eps[:, None] * g + np.sqrt(2 * eps)[:, None] * z

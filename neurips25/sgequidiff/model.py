@@ -11,7 +11,7 @@ import torch
 from ..core import CACHE_PATH, cache_key, cache_enabled, get_device, progress, _atomic_write_bytes
 from .symmetry import space_group
 from .lattice import LatticeGrid, LENGTH_RANGES
-from .representation import AsymCrystal, SymmetryError
+from .representation import AsymCrystal, SymmetryError, origin_shift, standard_setting as to_standard
 from .sg_prior import SpaceGroupPrior, element_token, element_symbols
 from .lattice_model import LatticeSampler
 from .wyckoff_model import WyckoffTransformer
@@ -39,6 +39,7 @@ class SGEquiDiffConfig:
     sigma_min: float = 0.005        # paper: 0.002
     sigma_max: float = 0.5
     K: int = 1                      # lattice images of the wrapped normal (paper: 3)
+    coord_metric: str = "invariant"  # wrapped-normal metric: group-averaged A^T A (G-invariant) | "fractional" (port)
     n_mc: int = 256                 # Monte-Carlo samples for s_bar per grid point (paper: 2,500 per t)
     n_grid: int = 10                # sigma grid of s_bar
     snr: float = 0.4
@@ -220,12 +221,12 @@ def fit_coords(data: CrystalSet, cfg: SGEquiDiffConfig = SGEquiDiffConfig(), mod
     if mode not in MODES: raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     dev = get_device(device); torch.manual_seed(seed)
     model = CoordScoreModel(mode, cfg.gnn_hidden, cfg.gnn_layers, LatticeGrid(LENGTH_RANGES[cfg.dataset])).to(dev)
-    norm = ScoreNorm(cfg.sigma_min, cfg.sigma_max, cfg.n_grid, cfg.n_mc, cfg.K, seed=0)
+    norm = ScoreNorm(cfg.sigma_min, cfg.sigma_max, cfg.n_grid, cfg.n_mc, cfg.K, seed=0, metric=cfg.coord_metric)
     extra = {"norm_table": norm.table}
     sigmas = ve_sigmas(cfg.T, cfg.sigma_min, cfg.sigma_max)
     def step(k, rng, gen):
         i = rng.choice(len(data), min(cfg.batch_size, len(data)), replace=False)
-        bt = make_batch(data.designs(i), plain=(mode == "plain"))
+        bt = make_batch(data.designs(i), plain=(mode == "plain"), metric=cfg.coord_metric)
         return dict(coords=coord_loss(model, bt, np.concatenate([data.X[j] for j in i]), sigmas, norm, rng, cfg.K))
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.999), weight_decay=0.0)
     hist = _train_loop("p05_sgequidiff_coords", _key("coords", data, cfg, mode=mode, seed=seed), dict(coords=model), opt, step,
@@ -242,13 +243,19 @@ class Sample:
     wyckoffs: tuple          # letters
     elements: tuple          # symbols
     coords: np.ndarray       # (N, 3) ASU coordinates
-    structure: object        # pymatgen Structure (the designed cell; None if it could not be built)
+    structure: object        # pymatgen Structure (the designed cell in pyxtal's setting; None if it could not be built)
     logp_discrete: float     # log p(G) + log p(L|G) + log p(N, W, E | G, L) of the draw
     @property
     def cif(self) -> str:
-        "CIF text of the structure."
+        "P1 CIF text of the structure in pyxtal's setting (origin choice 2 for representation.ORIGIN_CHOICE_2; see to_cif)."
+        return self.to_cif()
+    def to_cif(self, standard_setting: bool = False) -> str:
+        "P1 CIF text; standard_setting=True: shifted to spglib's default setting (origin choice 1, as Structure.from_spacegroup)."
         from pymatgen.io.cif import CifWriter
-        return str(CifWriter(self.structure))
+        return str(CifWriter(to_standard(self.structure, self.sg) if standard_setting else self.structure))
+    def standard_coords(self) -> np.ndarray:
+        "ASU coordinates in spglib's default setting (those Structure.from_spacegroup(sg, lattice, elements, .) expects)."
+        return np.mod(self.coords + origin_shift(self.sg), 1.0)
     def asym(self) -> AsymCrystal:
         "Part 1's representation (raises SymmetryError if an atom left its Wyckoff position, e.g. in the ablation)."
         return AsymCrystal(self.sg, self.lattice, self.wyckoffs, self.elements, self.coords)
@@ -284,7 +291,8 @@ class SGEquiDiff:
         out = []
         for lo in progress(range(0, n, batch_size), desc=f"sampling ({self.mode})"):
             idx = range(lo, min(n, lo + batch_size))
-            bt = make_batch([(int(sg[i]), lat[i], W[i], E[i]) for i in idx], plain=self.mode == "plain")
+            bt = make_batch([(int(sg[i]), lat[i], W[i], E[i]) for i in idx], plain=self.mode == "plain",
+                            metric=self.cfg.coord_metric)
             x = pc_sample(self.coords, bt, sigmas, self.norm, rng, self.cfg.snr)
             S = build_structures(bt, x, syms)
             for k, i in enumerate(idx):

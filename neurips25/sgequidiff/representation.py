@@ -10,7 +10,7 @@ from .symmetry import (space_group, check_sg, orbit, apply_ops, project_to_wycko
 from .lattice import apply_bravais, cell_volume
 
 # %% auto #0
-__all__ = ['SymmetryError', 'AsymCrystal', 'from_structure']
+__all__ = ['ORIGIN_CHOICE_2', 'SymmetryError', 'AsymCrystal', 'from_structure', 'origin_shift', 'standard_setting']
 
 # %% ../../nbs/p05_sgequidiff/02_representation.ipynb #64e381ce
 class SymmetryError(ValueError):
@@ -63,8 +63,9 @@ class AsymCrystal:
         "The free parameters of each ASU atom (the coordinates the diffusion moves), a list of (dof,) arrays."
         return [free_params(self.group.wyckoff(L), x)[0] for L, x in zip(self.wyckoffs, self.coords)]
 
-    def to_structure(self, min_dist: float = 0.5):   # smallest allowed distance between atoms of different orbits (Å)
-        "The full conventional cell as a pymatgen Structure (orbit expansion)."
+    def to_structure(self, min_dist: float = 0.5,   # smallest allowed distance between atoms of different orbits (Å)
+                     standard_setting: bool = False):  # shift to spglib's default setting (origin choice 1; see below)
+        "The full conventional cell as a pymatgen Structure: pyxtal's setting (origin choice 2 for ORIGIN_CHOICE_2) by default."
         from pymatgen.core import Structure, Lattice
         G = self.group; species, frac = [], []
         for L, e, x in zip(self.wyckoffs, self.elements, self.coords):
@@ -75,11 +76,15 @@ class AsymCrystal:
                 raise SymmetryError(f"atom {e} at {x} has an orbit of {len(orb)} points, not the multiplicity {wp.multiplicity} of {L}: "
                                     "it sits on a more special position")
             species += [e] * len(orb); frac.append(orb)
-        s = Structure(Lattice.from_parameters(*self.lattice), species, np.concatenate(frac))
+        s = Structure(Lattice.from_parameters(*self.lattice), species, np.mod(np.concatenate(frac) + (origin_shift(self.sg) if standard_setting else 0.0), 1.0))
         if len(s) > 1:
             d = s.distance_matrix[np.triu_indices(len(s), 1)].min()
             if d < min_dist: raise SymmetryError(f"overlapping atoms: two atoms {d:.3f} Å apart (< {min_dist} Å)")
         return s
+
+    def standard_coords(self) -> np.ndarray:
+        "ASU coordinates (N, 3) in spglib's default setting: Structure.from_spacegroup(sg, lattice, elements, these) rebuilds the cell."
+        return np.mod(self.coords + origin_shift(self.sg), 1.0)
 
     def __repr__(self):
         ws = " ".join(f"{e}@{m}{L}" for e, m, L in zip(self.elements, self.multiplicities, self.wyckoffs))
@@ -142,3 +147,34 @@ def from_structure(structure,               # a pymatgen Structure (ordered)
         coords.append(project_to_wyckoff(wp, orb[j])[0])
     order = np.lexsort((np.array(elems), np.array([space_group(n).wyckoff(L).index for L in letters])))
     return AsymCrystal(n, params, tuple(letters[k] for k in order), tuple(elems[k] for k in order), np.array(coords)[order])
+
+# %% ../../nbs/p05_sgequidiff/02_representation.ipynb #f8c3d0e2
+ORIGIN_CHOICE_2 = (48, 50, 59, 68, 70, 85, 86, 88, 125, 126, 129, 130, 133, 134, 137, 138, 141, 142, 201, 203, 222, 224,
+                   227, 228)   # groups where pyxtal's setting is ITA origin choice 2 (spglib's default: origin choice 1)
+
+_SHIFTS: dict = {}
+
+def origin_shift(sg: int) -> np.ndarray:
+    "p (3,) with x_standard = x_ours + p (mod 1): pyxtal's setting -> spglib's default Hall setting (0 unless ORIGIN_CHOICE_2)."
+    sg = check_sg(sg)
+    if sg not in ORIGIN_CHOICE_2: return np.zeros(3)
+    if sg not in _SHIFTS:
+        import itertools, spglib
+        hall = min(h for h in range(1, 531) if spglib.get_spacegroup_type(h).number == sg)
+        db = spglib.get_symmetry_from_database(hall)
+        key = lambda A, t: (tuple(np.rint(A).astype(int).ravel()), tuple(np.rint(np.mod(t, 1.0) * 24).astype(int) % 24))
+        ref = {key(A, t) for A, t in zip(db["rotations"], db["translations"])}
+        G = space_group(sg)
+        for p in itertools.product(np.arange(8) / 8, repeat=3):
+            p = np.array(p)
+            if {key(A, t - (A - np.eye(3)) @ p) for A, t in zip(G.A, G.t)} == ref: _SHIFTS[sg] = p; break
+        else: raise RuntimeError(f"no origin shift maps pyxtal's setting of group {sg} onto spglib's Hall {hall}")
+    return _SHIFTS[sg].copy()
+
+def standard_setting(structure, sg: int) -> object:
+    "A copy of a Structure built in our (pyxtal's) setting of group sg, translated to spglib's default setting."
+    s = structure.copy()
+    p = origin_shift(sg)
+    if p.any(): s.translate_sites(list(range(len(s))), p, frac_coords=True, to_unit_cell=True)
+    return s
+

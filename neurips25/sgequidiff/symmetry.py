@@ -11,8 +11,9 @@ from ..core import cached
 # %% auto #0
 __all__ = ['CRYSTAL_SYSTEMS', 'check_sg', 'crystal_system', 'WyckoffPosition', 'SpaceGroup', 'space_group', 'wyckoff_position',
            'projector_errors', 'apply_ops', 'orbit', 'orbit_index', 'project_to_wyckoff', 'wyckoff_residual',
-           'free_params', 'projected_noise', 'wrapped_normal', 'chi_mean', 'score_norm_mc', 'symmetrize_field',
-           'symmetrize_cell', 'random_field', 'equivariance_errors']
+           'free_params', 'invariant_metric', 'metric_projector', 'noise_factor', 'projected_noise', 'wrapped_normal',
+           'chi_mean', 'metric_norm', 'score_norm_mc', 'symmetrize_field', 'symmetrize_cell', 'random_field',
+           'equivariance_errors']
 
 # %% ../../nbs/p05_sgequidiff/00_symmetry.ipynb #33e99f3d
 CRYSTAL_SYSTEMS = ("triclinic", "monoclinic", "orthorhombic", "tetragonal", "trigonal", "hexagonal", "cubic")
@@ -193,11 +194,46 @@ def free_params(wp: WyckoffPosition, x: np.ndarray) -> np.ndarray:
     return np.mod((d - wp.c - n) @ np.linalg.pinv(Mf).T, 1.0) if wp.dof else np.zeros((len(x), 0))
 
 # %% ../../nbs/p05_sgequidiff/00_symmetry.ipynb #9d06e308
-def projected_noise(wp: WyckoffPosition, sigma, n: int, rng: np.random.Generator) -> np.ndarray:
-    "n draws of P_w sigma z, z ~ N(0, I_3): noise confined to the Wyckoff direction space (zero on 0-D sites)."
+@lru_cache(maxsize=None)
+def _invariant_metric(sg: int) -> np.ndarray:
+    A = space_group(sg).A
+    M = np.einsum("gki,gkj->ij", A, A) / len(A)
+    M.setflags(write=False)
+    return M
+
+def invariant_metric(G) -> np.ndarray:
+    "The group average (1/|G|) sum_g A_g^T A_g (3, 3): A_g^T M A_g = M for every g; exactly I unless hexagonal/trigonal."
+    return _invariant_metric(G.number if isinstance(G, SpaceGroup) else check_sg(G)).copy()
+
+def _is_identity(metric) -> bool:
+    return metric is None or np.array_equal(np.asarray(metric, float), np.eye(3))
+
+def _check_metric(metric) -> np.ndarray:
+    Gm = np.asarray(metric, float)
+    if Gm.shape != (3, 3) or not np.isfinite(Gm).all() or np.abs(Gm - Gm.T).max() > 1e-12:
+        raise ValueError(f"metric must be a finite symmetric (3, 3) matrix, got shape {Gm.shape}")
+    if np.linalg.eigvalsh(Gm).min() <= 0: raise ValueError("metric must be positive definite")
+    return Gm
+
+def metric_projector(wp: WyckoffPosition, metric=None) -> np.ndarray:
+    "The metric-orthogonal projector B (B^T M B)^-1 B^T M onto wp's direction space (P_w itself for M = I)."
+    if _is_identity(metric) or wp.dof in (0, 3): return wp.P.copy()
+    Gm = _check_metric(metric)
+    w, V = np.linalg.eigh(wp.P); B = V[:, w > 0.5]                 # orthonormal basis of col(P)
+    return B @ np.linalg.solve(B.T @ Gm @ B, B.T @ Gm)
+
+def noise_factor(wp: WyckoffPosition | None, metric=None) -> np.ndarray:
+    "C (3, 3) with C C^T = B (B^T M B)^-1 B^T: sigma C z, z ~ N(0, I_3), is N(0, sigma^2 M^-1) on wp (None: all 3 axes)."
+    P = np.eye(3) if wp is None else wp.P
+    if _is_identity(metric): return P.copy()
+    Pm = np.eye(3) if wp is None else metric_projector(wp, metric)
+    return Pm @ np.linalg.inv(np.linalg.cholesky(_check_metric(metric))).T
+
+def projected_noise(wp: WyckoffPosition, sigma, n: int, rng: np.random.Generator, metric=None) -> np.ndarray:
+    "n draws of sigma C z, z ~ N(0, I_3): noise confined to the Wyckoff direction space, covariance sigma^2 M^-1 there."
     sigma = np.asarray(sigma, float)
     if (sigma < 0).any() or not np.isfinite(sigma).all(): raise ValueError("sigma must be finite and non-negative")
-    return (rng.standard_normal((n, 3)) @ wp.P.T) * np.reshape(sigma, (-1, 1) if sigma.ndim else ())
+    return (rng.standard_normal((n, 3)) @ noise_factor(wp, metric).T) * np.reshape(sigma, (-1, 1) if sigma.ndim else ())
 
 def _images(K: int) -> np.ndarray:
     if not isinstance(K, (int, np.integer)) or K < 0: raise ValueError(f"K must be a non-negative integer, got {K!r}")
@@ -207,25 +243,30 @@ def _images(K: int) -> np.ndarray:
 def wrapped_normal(xt: np.ndarray,      # noisy points (n, 3)
                    orbit_pts: np.ndarray,  # the orbit of x0, (m, 3)
                    sigma: float,        # noise scale (fractional units)
-                   K: int = 1,          # lattice images k in {-K..K}^3
+                   K: int = 1,          # lattice images k in {-K..K}^3 around the minimum-image difference
                    metric: np.ndarray | None = None,  # optional (3, 3) metric tensor (default: Euclidean in fractional coords)
+                   tangent: bool = False,  # return the metric gradient M^-1 grad log p (a tangent vector) instead
                   ) -> tuple[np.ndarray, np.ndarray]:
-    "Unnormalised log-density log sum_{y,k} exp(-|xt-y-k|^2/2 sigma^2) and its score, shapes (n,) and (n, 3)."
+    "Unnormalised log-density log sum_{y,k} exp(-|xt-y-k|_M^2/2 sigma^2) and its score, shapes (n,) and (n, 3)."
     # an orbit listed with repeats (every image g·x0, |G_x| times each) leaves the score unchanged: uniform weights
     xt = _check_points(xt, "xt")
     orbit_pts = np.asarray(orbit_pts, float)
     if orbit_pts.ndim == 3:                                              # one orbit per point: (n, m, 3)
-        if orbit_pts.shape[0] != len(xt) or orbit_pts.shape[2] != 3: raise ValueError(f"per-point orbits must have shape ({len(xt)}, m, 3), got {orbit_pts.shape}")
+        if orbit_pts.shape[0] != len(xt) or orbit_pts.shape[2] != 3:
+            raise ValueError(f"per-point orbits must have shape ({len(xt)}, m, 3), got {orbit_pts.shape}")
         if not np.isfinite(orbit_pts).all(): raise ValueError("orbit_pts contains NaN or infinite coordinates")
     else: orbit_pts = np.broadcast_to(_check_points(orbit_pts, "orbit_pts")[None], (len(xt),) + _check_points(orbit_pts).shape)
     if not np.isfinite(sigma) or sigma <= 0: raise ValueError(f"sigma must be positive, got {sigma}")
-    Gm = np.eye(3) if metric is None else np.asarray(metric, float)
-    v = (xt[:, None, None] - orbit_pts[:, :, None] - _images(K)[None, None]).reshape(len(xt), -1, 3)  # (n, m*I, 3)
+    Gm = np.eye(3) if metric is None else _check_metric(metric)
+    d = xt[:, None] - orbit_pts
+    d = d - np.round(d)                                                  # minimum-image difference: the box is centred
+    v = (d[:, :, None] - _images(K)[None, None]).reshape(len(xt), -1, 3)  # (n, m*I, 3)
     Gv = v @ Gm
     e = -np.einsum("nki,nki->nk", v, Gv) / (2 * sigma ** 2)
     emax = e.max(1, keepdims=True)
     w = np.exp(e - emax); Z = w.sum(1, keepdims=True); w /= Z
-    return (emax + np.log(Z))[:, 0], -np.einsum("nk,nki->ni", w, Gv) / sigma ** 2
+    return (emax + np.log(Z))[:, 0], -np.einsum("nk,nki->ni", w, v if tangent else Gv) / sigma ** 2
+
 
 # %% ../../nbs/p05_sgequidiff/00_symmetry.ipynb #defad8cc
 def chi_mean(d: int) -> float:
@@ -233,19 +274,27 @@ def chi_mean(d: int) -> float:
     from scipy.special import gammaln
     return 0.0 if d == 0 else float(np.sqrt(2) * np.exp(gammaln((d + 1) / 2) - gammaln(d / 2)))
 
+def metric_norm(v: np.ndarray, metric=None) -> np.ndarray:
+    "|v|_M = sqrt(v^T M v) per row of v (n, 3) (Euclidean for M = None)."
+    v = np.asarray(v, float)
+    if metric is None: return np.linalg.norm(v, axis=-1)
+    return np.sqrt(np.einsum("...i,ij,...j->...", v, _check_metric(metric), v))
+
 def score_norm_mc(G: SpaceGroup, wp: WyckoffPosition, sigma: float, n: int = 2500, K: int = 1,
-                  rng: np.random.Generator | None = None) -> float:
-    "Monte Carlo E||P_w score|| over x0 uniform on wp and x~ = x0 + P_w sigma z (the port's s_bar; 0 for 0-D sites)."
+                  rng: np.random.Generator | None = None, metric=None) -> float:
+    "Monte Carlo s_bar = E|projected score| over x0 uniform on wp and metric noise (the port's s_bar: metric None)."
     if wp.dof == 0: return 0.0
     rng = np.random.default_rng(0) if rng is None else rng
+    Pm = metric_projector(wp, metric)
     tot, block = 0.0, max(1, 2 ** 16 // (G.order * (2 * K + 1) ** 3))
     for lo in range(0, n, block):                                     # memory-bounded blocks
         m = min(block, n - lo)
         x0s = wp.point(rng.random((m, wp.dof)))
-        xt = x0s + projected_noise(wp, sigma, m, rng)
-        s = wrapped_normal(xt, apply_ops(G, x0s), sigma, K)[1] @ wp.P.T   # orbit with repeats: same score
-        tot += np.linalg.norm(s, axis=1).sum()
+        xt = x0s + projected_noise(wp, sigma, m, rng, metric)
+        s = wrapped_normal(xt, apply_ops(G, x0s), sigma, K, metric, tangent=True)[1] @ Pm.T   # repeats: same score
+        tot += metric_norm(s, metric).sum()
     return tot / n
+
 
 # %% ../../nbs/p05_sgequidiff/00_symmetry.ipynb #d390d3d3
 def symmetrize_field(G: SpaceGroup, f, x: np.ndarray) -> np.ndarray:
