@@ -3,22 +3,22 @@
 # %% auto #0
 __all__ = ['ToyModel', 'check_zeta', 'sample_toy', 'full_data_theta', 'proximity_ratio', 'toy_closed_forms',
            'sample_closed_forms', 'extra_iterations_exact', 'extra_iterations_bound', 'gap_closure_time', 'gd_path',
-           'sample_moments', 'gradient_ratio', 'majority_dominated_fraction', 'GroupData', 'minority_count',
-           'subsample_minority', 'synthetic_tabular', 'adult_groups', 'image_source', 'image_groups', 'IMAGE_DATASETS',
-           'make_model', 'group_metrics', 'evaluate', 'extra_epochs', 'TrainResult', 'train_groups',
+           'sample_moments', 'population_moments', 'gradient_ratio', 'majority_dominated_fraction', 'GroupData',
+           'minority_count', 'subsample_minority', 'synthetic_tabular', 'adult_groups', 'image_source', 'image_groups',
+           'IMAGE_DATASETS', 'make_model', 'group_metrics', 'evaluate', 'extra_epochs', 'TrainResult', 'train_groups',
            'stereotype_then_full', 'train_throughput']
 
 # %% ../../nbs/p03_bias_amplification/09_package.ipynb #3e2dbf2c
 from .theory import (ToyModel, check_zeta, sample_toy, full_data_theta, proximity_ratio,
     toy_closed_forms, sample_closed_forms, extra_iterations_exact, extra_iterations_bound, gap_closure_time, gd_path,
-    sample_moments, gradient_ratio, majority_dominated_fraction)
+    sample_moments, population_moments, gradient_ratio, majority_dominated_fraction)
 from .data import (GroupData, minority_count, subsample_minority, synthetic_tabular,
     adult_groups, image_source, image_groups, IMAGE_DATASETS)
 from .train import (make_model, group_metrics, evaluate, extra_epochs, TrainResult,
     train_groups, stereotype_then_full, train_throughput)
 _all_ = ["ToyModel", "check_zeta", "sample_toy", "full_data_theta", "proximity_ratio", "toy_closed_forms",
          "sample_closed_forms", "extra_iterations_exact", "extra_iterations_bound", "gap_closure_time", "gd_path",
-         "sample_moments", "gradient_ratio", "majority_dominated_fraction", "GroupData", "minority_count",
+         "sample_moments", "population_moments", "gradient_ratio", "majority_dominated_fraction", "GroupData", "minority_count",
          "subsample_minority", "synthetic_tabular", "adult_groups", "image_source", "image_groups", "IMAGE_DATASETS",
          "make_model", "group_metrics", "evaluate", "extra_epochs", "TrainResult", "train_groups",
          "stereotype_then_full", "train_throughput"]

@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 # %% auto #0
-__all__ = ['check_zeta', 'ToyModel', 'sample_toy', 'full_data_theta', 'proximity_ratio', 'toy_closed_forms',
+__all__ = ['GD_MAX_POINTS', 'check_zeta', 'ToyModel', 'sample_toy', 'full_data_theta', 'proximity_ratio', 'toy_closed_forms',
            'sample_closed_forms', 'extra_iterations_exact', 'extra_iterations_bound', 'gap_closure_time', 'gd_path',
-           'sample_moments', 'gradient_ratio', 'majority_dominated_fraction']
+           'population_moments', 'sample_moments', 'gradient_ratio', 'majority_dominated_fraction']
 
 # %% ../../nbs/p03_bias_amplification/00_theory.ipynb #8f2b03b9
 def check_zeta(zeta: float,  # minority share, must lie in (0, 1)
@@ -78,6 +78,15 @@ def sample_toy(m: ToyModel,          # population parameters
     return np.c_[u, v], y, s
 
 # %% ../../nbs/p03_bias_amplification/00_theory.ipynb #515dce4f
+def _check_regular(H: np.ndarray, what: str, rtol: float = 1e-12) -> None:
+    "A clear ValueError when the symmetric PSD matrix `H` is not finite or (numerically) singular."
+    if not np.isfinite(H).all(): raise ValueError(f"{what} has NaN or inf entries")
+    lam = np.linalg.eigvalsh((H + H.T) / 2)
+    if lam.max() <= 0 or lam.min() <= rtol * lam.max():
+        raise ValueError(f"{what} is singular (eigenvalues in [{lam.min():.3g}, {lam.max():.3g}]): its minimiser is "
+                         "not unique; give every feature some variance (a constant or duplicated feature makes it "
+                         "singular)")
+
 def full_data_theta(Sigma0: np.ndarray,  # minority covariance Σ_0 (d×d, PSD)
                     Sigma1: np.ndarray,  # majority covariance Σ_1 (d×d, PSD)
                     theta0: np.ndarray,  # minority optimum θ_0
@@ -91,6 +100,7 @@ def full_data_theta(Sigma0: np.ndarray,  # minority covariance Σ_0 (d×d, PSD)
     if Sigma0.shape != (d, d) or Sigma1.shape != (d, d) or np.shape(theta0) != (d,) or np.shape(theta1) != (d,):
         raise ValueError(f"shapes must be Σ (d,d) and θ (d,), got {Sigma0.shape}, {Sigma1.shape}, {np.shape(theta0)}, {np.shape(theta1)}")
     H = zeta * Sigma0 + (1 - zeta) * Sigma1
+    _check_regular(H, "the full-loss Hessian ζΣ_0 + (1−ζ)Σ_1")
     return np.linalg.solve(H, zeta * Sigma0 @ theta0 + (1 - zeta) * Sigma1 @ theta1)
 
 def proximity_ratio(zeta: float,  # minority share ζ
@@ -135,6 +145,7 @@ def sample_closed_forms(X: np.ndarray,  # features (n, d)
     for g in (0, 1):
         Xg, yg = X[s == g], y[s == g]
         out[f"Sigma{g}"] = Xg.T @ Xg / len(Xg)
+        _check_regular(out[f"Sigma{g}"], f"the second moment Σ̂_{g} of group s={g}")
         out[f"theta{g}"] = np.linalg.solve(out[f"Sigma{g}"], Xg.T @ yg / len(Xg))   # normal equations of group g
     out["theta_star"] = full_data_theta(out["Sigma0"], out["Sigma1"], out["theta0"], out["theta1"], out["zeta"])
     out["dist"] = float(np.linalg.norm(out["theta_star"] - out["theta1"]))
@@ -175,6 +186,29 @@ def gap_closure_time(curve: np.ndarray,   # values f_0, f_1, ... (a loss along a
     hit = np.flatnonzero(c - final <= eps * (c[0] - final))
     return int(hit[0]) if hit.size else None
 
+def _moments(Sigma0, Sigma1, b0, b1, c0, c1, theta_init=None) -> tuple:
+    "Validated float copies of the group moments; a clear ValueError naming what is wrong."
+    S0, S1 = np.asarray(Sigma0, float), np.asarray(Sigma1, float)
+    if S0.ndim != 2 or S0.shape[0] != S0.shape[1] or S1.shape != S0.shape:
+        raise ValueError(f"Sigma0 and Sigma1 must be square matrices of one shape (d, d), got {S0.shape}, {S1.shape}")
+    d = S0.shape[0]
+    vecs = [("b0", b0), ("b1", b1)] + ([("theta_init", theta_init)] if theta_init is not None else [])
+    out = []
+    for k, v in vecs:
+        v = np.asarray(v, float)
+        if v.shape != (d,):
+            raise ValueError(f"{k} must be a vector of length d = {d} (the size of Sigma0), got shape {v.shape}")
+        if not np.isfinite(v).all(): raise ValueError(f"{k} has NaN or inf entries")
+        out.append(v)
+    for k, v in (("c0", c0), ("c1", c1)):
+        if np.ndim(v) != 0 or not np.isfinite(v): raise ValueError(f"{k} must be a finite number, got {v!r}")
+    for k, S in (("Sigma0", S0), ("Sigma1", S1)):
+        if not np.isfinite(S).all(): raise ValueError(f"{k} has NaN or inf entries")
+        if not np.allclose(S, S.T, rtol=1e-10, atol=1e-12): raise ValueError(f"{k} must be symmetric")
+    return (S0, S1, *out[:2], float(c0), float(c1)) + ((out[2],) if theta_init is not None else ())
+
+GD_MAX_POINTS = 200_000   # default cap on the recorded points of `gd_path` (each costs (d + 2) floats)
+
 def gd_path(Sigma0: np.ndarray, Sigma1: np.ndarray,   # group second-moment matrices Σ_s
             b0: np.ndarray, b1: np.ndarray,           # group cross-moments b_s = E_s[x y]
             c0: float, c1: float,                     # E_s[y²] (for the loss values)
@@ -182,22 +216,49 @@ def gd_path(Sigma0: np.ndarray, Sigma1: np.ndarray,   # group second-moment matr
             theta_init: np.ndarray,                   # starting point
             n_steps: int,                             # number of GD steps
             eta: float | None = None,                 # step (default 1/λ_max(H))
+            every: int = 1,                           # record the steps t = 0, every, 2·every, ... (and n_steps)
+            max_points: int = GD_MAX_POINTS,          # refuse a path that would record more points than this
+            keep_theta: bool = True,                  # False: record only the losses (not the (points, d) iterates)
+            chunk: int = 4096,                        # points computed at once (bounds the working memory)
            ) -> dict:
-    "GD θ_{t+1} = θ_t − η∇L(θ_t) on L = ζL_0 + (1−ζ)L_1 with L_s = ½E_s(y − θᵀx)²; trajectories of θ, L_0, L_1."
+    """GD θ_{t+1} = θ_t − η∇L(θ_t) on L = ζL_0 + (1−ζ)L_1 with L_s = ½E_s(y − θᵀx)²; trajectories of θ, L_0, L_1
+    at the recorded steps `t` (closed form in H's eigenbasis, computed `chunk` points at a time)."""
     zeta = check_zeta(zeta)
-    if not isinstance(n_steps, (int, np.integer)) or n_steps < 1: raise ValueError(f"n_steps must be a positive int, got {n_steps!r}")
+    for k, v, lo in (("n_steps", n_steps, 1), ("every", every, 1), ("max_points", max_points, 2), ("chunk", chunk, 1)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
+            raise ValueError(f"{k} must be an int >= {lo}, got {v!r}")
+    Sigma0, Sigma1, b0, b1, c0, c1, theta_init = _moments(Sigma0, Sigma1, b0, b1, c0, c1, theta_init)
     H = zeta * Sigma0 + (1 - zeta) * Sigma1; b = zeta * b0 + (1 - zeta) * b1
     lam, U = np.linalg.eigh(H)
     if lam.min() <= 0: raise ValueError("H is singular: θ* is not unique")
     eta = 1 / lam.max() if eta is None else float(eta)
     if not 0 < eta < 2 / lam.max(): raise ValueError(f"step eta={eta} must lie in (0, 2/λ_max) = (0, {2 / lam.max():.4g}) for GD to converge")
+    t = np.arange(0, n_steps + 1, every)
+    if t[-1] != n_steps: t = np.r_[t, n_steps]
+    if len(t) > max_points:
+        raise ValueError(f"n_steps={n_steps} with every={every} records {len(t)} points, more than "
+                         f"max_points={max_points} "
+                         f"(each costs {(Sigma0.shape[0] if keep_theta else 0) + 2} floats): raise `every` (e.g. "
+                         f"every={-(-n_steps // (max_points - 1))}) or max_points")
     ts = U @ (U.T @ b / lam)                                   # θ*
-    t = np.arange(n_steps + 1)[:, None]
-    coef = (1 - eta * lam)[None, :] ** t                       # (I − ηH)^t in the eigenbasis
-    theta = ts + (coef * (U.T @ (theta_init - ts))[None, :]) @ U.T
+    z0, q = U.T @ (theta_init - ts), 1 - eta * lam
     loss = lambda S, bb, cc, th: 0.5 * (np.einsum("ti,ij,tj->t", th, S, th) - 2 * th @ bb + cc)
-    return dict(theta=theta, theta_star=ts, eta=eta, L0=loss(Sigma0, b0, c0, theta), L1=loss(Sigma1, b1, c1, theta),
+    L0, L1 = np.empty(len(t)), np.empty(len(t))
+    theta = np.empty((len(t), len(b))) if keep_theta else None
+    for i in range(0, len(t), chunk):
+        th = ts + (q[None, :] ** t[i:i + chunk, None] * z0[None, :]) @ U.T   # (I − ηH)^t in the eigenbasis
+        L0[i:i + chunk], L1[i:i + chunk] = loss(Sigma0, b0, c0, th), loss(Sigma1, b1, c1, th)
+        if keep_theta: theta[i:i + chunk] = th
+    return dict(t=t, theta=theta, theta_star=ts, eta=eta, L0=L0, L1=L1,
                 L0_star=float(loss(Sigma0, b0, c0, ts[None])[0]), L1_star=float(loss(Sigma1, b1, c1, ts[None])[0]))
+
+def population_moments(m: ToyModel, zeta: float) -> dict:
+    "Population group moments Σ_s, b_s = Σ_sθ_s, c_s = θ_sᵀΣ_sθ_s + σ_ε² and ζ of the toy model (inputs of `gd_path`)."
+    mo = {"zeta": check_zeta(zeta)}
+    for g in (0, 1):
+        S, th = m.cov(g), m.theta_group(g)
+        mo[f"Sigma{g}"], mo[f"b{g}"], mo[f"c{g}"] = S, S @ th, float(th @ S @ th + m.noise ** 2)
+    return mo
 
 def sample_moments(X, y, s) -> dict:
     "Group moments Σ̂_s, b̂_s, ĉ_s and ζ̂ of a sample (the inputs of `gd_path`)."

@@ -63,18 +63,29 @@ def evaluate(model: nn.Module, data: GroupData, device=None, batch: int = 4096) 
     return group_metrics(logits, torch.as_tensor(data.y), torch.as_tensor(data.s))
 
 # %% ../../nbs/p03_bias_amplification/02_train.ipynb #1db06964
-def extra_epochs(acc: np.ndarray,      # global train accuracy after epochs 1..E
+def extra_epochs(acc: np.ndarray,      # global train accuracy after epochs 1..E (fractions in [0, 1])
                  acc_min: np.ndarray,  # minority (S=0) train accuracy after epochs 1..E
-                 tau: float = 0.9,     # threshold on the global accuracy (T_es)
-                 kappa: float = 0.9,   # threshold on the minority accuracy (T_final)
+                 tau: float = 0.9,     # threshold on the global accuracy (T_es), a fraction
+                 kappa: float = 0.9,   # threshold on the minority accuracy (T_final), a fraction
+                 percent: bool = False, # True: `acc` and `acc_min` are in percent (the official code's 0..100)
                 ) -> dict:
     "T_es, T_final, duration T_final − T_es and ratio 100·duration/T_es; `None`/NaN where a threshold is never reached."
     a, a0 = np.asarray(acc, float), np.asarray(acc_min, float)
     if a.ndim != 1 or a.shape != a0.shape or a.size == 0: raise ValueError(f"acc and acc_min must be equal-length 1-d curves, got {a.shape}, {a0.shape}")
     for k, v in (("tau", tau), ("kappa", kappa)):
         if not 0 < v < 1: raise ValueError(f"{k} must be a fraction in (0, 1), got {v} (the code's 90 is 0.9 here)")
+    top = 100.0 if percent else 1.0
+    for k, c in (("acc", a), ("acc_min", a0)):
+        bad = np.flatnonzero(~np.isfinite(c))
+        if bad.size:
+            raise ValueError(f"{k} is NaN or inf at epoch {int(bad[0]) + 1} ({bad.size} epochs): every epoch needs "
+                             "an accuracy")
+        if c.min() < 0 or c.max() > top:
+            raise ValueError(f"{k} has values in [{c.min():g}, {c.max():g}], outside [0, {top:g}]" +
+                             (": accuracies in percent need percent=True" if not percent else ""))
+    if percent: a, a0 = a / 100.0, a0 / 100.0
     first = lambda c, t: (int(np.flatnonzero(c > t)[0]) + 1) if (c > t).any() else None
-    T_es, T_final = first(a, tau), first(np.nan_to_num(a0, nan=-1.0), kappa)
+    T_es, T_final = first(a, tau), first(a0, kappa)
     dur = float(T_final - T_es) if T_es is not None and T_final is not None else float("nan")
     return dict(T_es=T_es, T_final=T_final, duration=dur, ratio=100 * dur / T_es if T_es else float("nan"),
                 reached=T_es is not None and T_final is not None, epochs=int(a.size))
