@@ -10,13 +10,15 @@ import nbformat
 from . import core
 
 # %% auto #0
-__all__ = ['DOCS_VERSION', 'PROFILE_ORDER', 'TOOLING', 'SKIP_TOP', 'GIT_URL', 'COPIED', 'MATHJAX_CONFIG', 'Notebook', 'SeriesDoc',
-           'collect', 'notebook_key', 'execute_notebook', 'notebook_markdown', 'api_markdown', 'check_site', 'best_run',
-           'stale_banner', 'results_markdown', 'run_summary', 'landing_status', 'readme_table', 'report_markdown',
+__all__ = ['DOCS_VERSION', 'PROFILE_ORDER', 'TOOLING', 'SKIP_TOP', 'GIT_URL', 'COPIED', 'MATHJAX_CONFIG', 'STAGES', 'Notebook',
+           'SeriesDoc', 'collect', 'notebook_key', 'execute_notebook', 'notebook_markdown', 'api_markdown',
+           'check_site', 'nav_title', 'best_run', 'stale_banner', 'results_markdown', 'claims_markdown', 'run_table',
+           'run_summary', 'artefact_top', 'landing_status', 'readme_table', 'report_markdown', 'BuildState', 'plan',
+           'stage_execute', 'stage_pages', 'stage_api', 'stage_landing', 'site_config', 'stage_config', 'stage_check',
            'build', 'serve', 'main']
 
 # %% ../nbs/04_docs.ipynb #bd24e789
-DOCS_VERSION = "1"          # bump when the rendering changes: every cached page is rebuilt
+DOCS_VERSION = "2"          # bump when the rendering changes: every cached page is rebuilt
 PROFILE_ORDER = ("full", "medium", "small")   # the best executed copy of an artefact wins, in this order
 TOOLING = ("runner", "docsync", "docs")       # modules of the tooling, not of any paper
 SKIP_TOP = ("index.ipynb",)                   # the landing page is the README's table, not index.ipynb
@@ -55,20 +57,25 @@ def _shared_modules(pkg: Path) -> list[str]:
     "The shared top-level modules (core, datasets, lm, ...): every notebook may import them."
     return [f"neurips25.{p.stem}" for p in sorted(pkg.glob("*.py")) if p.stem not in ("__init__", "_modidx", *TOOLING)]
 
+def _has_module(pkg: Path, name: str) -> bool:
+    return (pkg / name).exists() or (pkg / f"{name}.py").exists()
+
 def collect(root: Path | None = None,   # repository root (default: core.REPO_ROOT)
-            only: list[str] | None = None,  # restrict to these series folders (or p-numbers) and top-level notebook stems
+            only: list[str] | None = None,  # only these series folders (or p-numbers) and top-level notebook stems
            ) -> tuple[list[Notebook], list[SeriesDoc]]:
     "Every notebook of the site: shared library notebooks, and each series' library notebooks and artefacts."
     from neurips25.runner.registry import load_registry
-    root = Path(root or core.REPO_ROOT).resolve(); nbs = root / "nbs"; pkg = root / "neurips25"
+    root = Path(root or core.REPO_ROOT).resolve()
+    nbs, pkg = root / "nbs", root / "neurips25"
     def keep(name): return not only or any(name == o or name.startswith(o + "_") for o in only)
     shared = []
     for p in sorted(nbs.glob("*.ipynb")):
         if p.name in SKIP_TOP or not keep(p.stem): continue
-        exp = _default_exp(p); top = (exp or "").split(".")[0]
+        exp = _default_exp(p)
+        top = (exp or "").split(".")[0]
         # a tooling notebook also depends on its own module and on the runner; the others on the shared modules only
-        extra = [f"neurips25.{m}" for m in dict.fromkeys(["runner", top]) if (pkg / m).exists() or (pkg / f"{m}.py").exists()] \
-                if top in TOOLING else []
+        extra = [f"neurips25.{m}" for m in dict.fromkeys(["runner", top]) if _has_module(pkg, m)] \
+            if top in TOOLING else []
         shared.append(Notebook(p, "shared", f"shared/{p.stem}.md", _shared_modules(pkg) + extra, exp))
     reg = {s.folder: s for s in load_registry(root)}
     series = []
@@ -78,7 +85,7 @@ def collect(root: Path | None = None,   # repository root (default: core.REPO_RO
         arts = list(s.artefacts) if s else []
         art_nbs = {a.notebook.name for a in arts}
         mod = s.module if s else None
-        mods = _shared_modules(pkg) + ([f"neurips25.{mod}"] if mod and ((pkg / mod).exists() or (pkg / f"{mod}.py").exists()) else [])
+        mods = _shared_modules(pkg) + ([f"neurips25.{mod}"] if mod and _has_module(pkg, mod) else [])
         lib = [Notebook(p, d.name, f"{d.name}/{p.stem}.md", mods, _default_exp(p))
                for p in sorted(d.glob("*.ipynb")) if p.name not in art_nbs]
         paper = (s.paper if s else {}) or {}
@@ -131,7 +138,8 @@ def execute_notebook(src: Path,          # the notebook
 
 def _exec_subprocess(src: Path, dest: Path, timeout: float) -> tuple[bool, str]:
     "`execute_notebook` in a fresh Python (one notebook's state never leaks into the next)."
-    env = {**os.environ, "IN_TEST": "1", "NEURIPS25_PROGRESS": "0", "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
+    env = {**os.environ, "IN_TEST": "1", "NEURIPS25_PROGRESS": "0",
+           "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
            "MKL_NUM_THREADS": os.environ.get("MKL_NUM_THREADS", "1")}
     try:
         r = subprocess.run([sys.executable, "-m", "neurips25.docs", "_exec", str(src), str(dest)], env=env,
@@ -145,11 +153,13 @@ def _strip_cell(cell) -> bool:
     "Prepare a cell for reading: drop nbdev directives (`#| ...`); False if the cell is hidden or empty."
     if cell.cell_type == "code":
         lines = cell.source.splitlines()
-        direc = [l for l in lines if l.startswith("#|")]
-        if any(re.match(r"#\|\s*hide\b", d) for d in direc): return False
-        cell.source = "\n".join(l for l in lines if not l.startswith("#|")).strip("\n")
+        direc = [ln for ln in lines if ln.startswith("#|")]
+        if any(re.match(r"#\|\s*hide\b", d) for d in direc):
+            return False
+        cell.source = "\n".join(ln for ln in lines if not ln.startswith("#|")).strip("\n")
         return bool(cell.source.strip()) or bool(cell.get("outputs"))
-    if cell.cell_type == "raw": return False
+    if cell.cell_type == "raw":
+        return False
     return bool(cell.source.strip())
 
 _LINK = re.compile(r"(\]\()([^)\s#]+)(#[^)\s]*)?(\))")
@@ -158,13 +168,65 @@ def _rewrite_links(text: str, src_dir: Path, root: Path, page_of: dict, page: st
     "Relative links of a markdown cell: to a notebook with a page -> that page; to another repository file -> GitHub."
     def fix(m):
         target = m.group(2)
-        if re.match(r"^[a-z][a-z0-9+.-]*:", target, re.I) or target.startswith("/"): return m.group(0)
+        if re.match(r"^[a-z][a-z0-9+.-]*:", target, re.I) or target.startswith("/"):
+            return m.group(0)
         p = (src_dir / target).resolve()
-        if p in page_of: new = os.path.relpath(page_of[p], os.path.dirname(page) or ".")
-        elif p.exists() and root in p.parents: new = f"{GIT_URL}/{p.relative_to(root).as_posix()}"
-        else: return m.group(0)
+        if p in page_of:
+            new = os.path.relpath(page_of[p], os.path.dirname(page) or ".")
+        elif p.exists() and root in p.parents:
+            new = f"{GIT_URL}/{p.relative_to(root).as_posix()}"
+        else:
+            return m.group(0)
         return m.group(1) + new + (m.group(3) or "") + m.group(4)
     return _LINK.sub(fix, text)
+
+# a tqdm progress line: "45%|████▌     | 9/20 [00:01<00:02, 5.1it/s]" (or its parts)
+_PROGRESS = re.compile(r"\d+%\|.*\||\[\d+:\d+(:\d+)?<[\d:?]+|[\d.?]+\s?(it/s|s/it)\]")
+_ITEM = re.compile(r"^ {0,3}([-*+]|\d{1,3}[.)])\s+\S")
+
+def _strip_progress(text: str) -> str:
+    "Text output without its progress-bar lines (tqdm writes them to stderr, redrawn with carriage returns)."
+    pieces = re.split(r"\r\n|\r|\n", text)
+    return "\n".join(p for p in pieces if not _PROGRESS.search(p)).strip("\n")
+
+def _loosen_lists(text: str) -> str:
+    "A blank line before a list that follows a paragraph line (Markdown would run the list into the paragraph)."
+    out, fence, prev = [], False, ""
+    for line in text.split("\n"):
+        if re.match(r"^\s*(```|~~~)", line):
+            fence = not fence
+        starts = not fence and _ITEM.match(line)
+        if starts and prev.strip() and not _ITEM.match(prev) and not prev.startswith((" ", "\t", "|", ">", "#")):
+            out.append("")
+        out.append(line)
+        prev = line
+    return "\n".join(out)
+
+def _fold_parameters(cell) -> bool:
+    "Papermill's injected-parameters cell becomes a folded note (a Markdown cell); True if `cell` was one."
+    if cell.cell_type != "code" or "injected-parameters" not in cell.get("metadata", {}).get("tags", []):
+        return False
+    code = "\n".join("    " + ln if ln else "" for ln in cell.source.splitlines())
+    cell.clear()
+    cell.update(nbformat.v4.new_markdown_cell(
+        f"??? note \"Parameters of this run (injected by the runner)\"\n\n    ```python\n{code}\n    ```\n"))
+    return True
+
+def _clean_outputs(cell) -> None:
+    "Drop progress bars from a code cell's outputs: widgets (no static rendering) and tqdm's text lines."
+    kept = []
+    for o in cell.get("outputs", []):
+        if o.get("output_type") == "stream":
+            o["text"] = _strip_progress(o.get("text", ""))
+            if not o["text"].strip():
+                continue
+        elif o.get("data"):
+            o["data"] = {k: v for k, v in o["data"].items() if "widget" not in k}
+            plain = o["data"].get("text/plain", "")
+            if set(o["data"]) <= {"text/plain"} and (not o["data"] or _PROGRESS.search(plain)):
+                continue
+        kept.append(o)
+    cell["outputs"] = kept
 
 def notebook_markdown(nb_file: Path,      # executed (or source) notebook
                       stem: str,          # name of the page; its images go to `<stem>_files/`
@@ -173,11 +235,12 @@ def notebook_markdown(nb_file: Path,      # executed (or source) notebook
     "A notebook as Markdown for the site, and its extracted images {relative path: bytes}."
     from nbconvert import MarkdownExporter
     nb = nbformat.read(nb_file, as_version=4)
-    nb.cells = [c for c in nb.cells if _strip_cell(c)]
+    nb.cells = [c for c in nb.cells if _fold_parameters(c) or _strip_cell(c)]
     for c in nb.cells:
-        if c.cell_type == "markdown": c.source = _rewrite_links(c.source, src_dir, root, page_of, page)
-        for o in c.get("outputs", []):   # widgets (progress bars) have no static rendering
-            if o.get("data"): o["data"] = {k: v for k, v in o["data"].items() if "widget" not in k}
+        if c.cell_type == "markdown":
+            c.source = _loosen_lists(_rewrite_links(c.source, src_dir, root, page_of, page))
+        else:
+            _clean_outputs(c)
     nb.metadata.setdefault("language_info", {"name": "python"})   # fenced code blocks get Python highlighting
     ex = MarkdownExporter()
     body, res = ex.from_notebook_node(nb, resources={"output_files_dir": f"{stem}_files", "unique_key": stem})
@@ -189,24 +252,68 @@ def _api_page_of(module: str) -> str:
     "The API page of a module: one page per shared module or per series subpackage (`api/eok.md`)."
     return f"api/{module.split('.')[0]}.md"
 
-def _anchor(module: str) -> str: return "mod-" + module.replace(".", "-")
+def _module_name(module: str) -> str:
+    "The name a reader imports: `fair_matroid.__init__` is `fair_matroid`."
+    return module.removesuffix(".__init__")
+
+def _anchor(module: str) -> str:
+    "The id of a module's section on its API page (no `__`: Markdown would read `__init__` as bold)."
+    return "mod-" + _module_name(module).replace(".", "-")
+
+def _own_constructor(cls) -> bool:
+    "Does a Python class of `cls`'s MRO (not `object` or a builtin such as `ValueError`) define the constructor?"
+    return any(("__init__" in vars(c) or "__new__" in vars(c)) and c.__module__ != "builtins" for c in cls.__mro__)
+
+def _signature(f) -> str:
+    "A function's signature, its string annotations (`from __future__ import annotations`) evaluated where they can be."
+    import inspect
+    for kw in ({"eval_str": True}, {}):
+        try:
+            return str(inspect.signature(f, **kw))
+        except (TypeError, ValueError, NameError, AttributeError, SyntaxError):
+            continue
+    return "(...)"
+
+def _base_class_markdown(cls, name: str) -> str:
+    "A class without a constructor of its own (a base class, an error class): its bases, attributes and methods."
+    import inspect
+    bases = ", ".join(b.__name__ for b in cls.__bases__ if b is not object)
+    lines = [f"class {cls.__name__}" + (f"({bases})" if bases else "") + ":    # no constructor arguments"]
+    for k, v in vars(cls).items():
+        if k.startswith("_"):
+            continue
+        if inspect.isfunction(v):
+            lines.append(f"    def {k}{_signature(v)}")
+        elif not callable(v) and not isinstance(v, (property, classmethod, staticmethod)):
+            ann = (vars(cls).get("__annotations__") or {}).get(k)
+            ann = "" if ann is None else f": {ann if isinstance(ann, str) else getattr(ann, '__name__', ann)}"
+            lines.append(f"    {k}{ann} = {v!r}"[:118])
+    return f"### {name}\n\n```python\n" + "\n".join(lines) + f"\n```\n\n{inspect.getdoc(cls) or ''}\n"
 
 def api_markdown(module: str,       # module path below neurips25, e.g. "fedfact.fedavg"
                 ) -> str:
     "Signatures and docments of a module's public names (its `__all__`), rendered by nbdev's `show_doc`."
-    import importlib, inspect
+    import importlib
+    import inspect
     from nbdev.showdoc import show_doc, BasicMarkdownRenderer
     m = importlib.import_module(f"neurips25.{module}".removesuffix(".__init__"))
     def doc(obj, name):
-        try: return show_doc(obj, name=name, renderer=BasicMarkdownRenderer)._repr_markdown_()
+        if inspect.isclass(obj) and not _own_constructor(obj):   # nbdev would show `(*args, **kwargs)`
+            return _base_class_markdown(obj, name)
+        try:
+            md = show_doc(obj, name=name, renderer=BasicMarkdownRenderer)._repr_markdown_()
+            return re.sub(r"#LNone\)", ")", md)     # no line number found: link the file
         except Exception:   # nbdev's renderer fails on some defaults (e.g. a numpy array): signature and docstring
-            try: sig = str(inspect.signature(obj))
-            except (TypeError, ValueError): sig = "(...)"
+            try:
+                sig = str(inspect.signature(obj))
+            except (TypeError, ValueError):
+                sig = "(...)"
             return f"### {name}\n\n```python\n{name}{sig}\n```\n\n{inspect.getdoc(obj) or ''}\n"
     parts = []
     for name in getattr(m, "__all__", []):
         obj = getattr(m, name, None)
-        if obj is None or not (inspect.isfunction(obj) or inspect.isclass(obj)): continue
+        if obj is None or not (inspect.isfunction(obj) or inspect.isclass(obj)):
+            continue
         parts.append(doc(obj, name))
         if inspect.isclass(obj):
             for k, v in vars(obj).items():
@@ -217,7 +324,8 @@ def api_markdown(module: str,       # module path below neurips25, e.g. "fedfact
 # %% ../nbs/04_docs.ipynb #679176e3
 class _Refs(html.parser.HTMLParser):
     def __init__(self):
-        super().__init__(); self.refs = []
+        super().__init__()
+        self.refs = []
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
         for k in ("href", "src"):
@@ -226,10 +334,11 @@ class _Refs(html.parser.HTMLParser):
 def check_site(site: Path,   # a built site
               ) -> list[str]:
     "Broken internal links and images of a site, and resources loaded from the network (the site must work offline)."
-    site = Path(site); problems = []
+    site, problems = Path(site), []
     for page in sorted(site.rglob("*.html")):
         if "assets/mathjax" in page.as_posix(): continue
-        p = _Refs(); p.feed(page.read_text(errors="replace"))
+        p = _Refs()
+        p.feed(page.read_text(errors="replace"))
         for tag, attr, url in p.refs:
             where = f"{page.relative_to(site)}: <{tag} {attr}={url!r}>"
             if re.match(r"^(https?:)?//", url):
@@ -254,7 +363,12 @@ def _title(nb_path: Path, default: str) -> str:
             if m: return m.group(1).strip()
     return default
 
-def _cell(v) -> str: return str(v).replace("|", "\\|").replace("\n", " ")
+def _cell(v) -> str:
+    return str(v).replace("|", "\\|").replace("\n", " ")
+
+def nav_title(title: str) -> str:
+    "A title for the sidebar: `$x$` becomes `\\(x\\)` (MathJax typesets the sidebar too), backticks are dropped."
+    return re.sub(r"(?<!\\)\$([^$]+)\$", r"\\(\1\\)", title).replace("`", "")
 
 def best_run(art, best: dict) -> dict | None:
     "The run shown for an artefact: the runner's counted record (`report.best_records`), if it has a good result."
@@ -272,50 +386,87 @@ def stale_banner(r: dict) -> str:
 def _csv_markdown(p: Path, rel: str, max_rows: int = 20) -> str:
     "A CSV as a Markdown table (first `max_rows` rows) with a link to the whole file."
     import csv
-    with open(p, newline="") as f: rows = list(csv.reader(f))
-    if not rows: return f"[{p.name}]({rel}) (empty)"
+    with open(p, newline="") as f:
+        rows = list(csv.reader(f))
+    if not rows:
+        return f"[{p.name}]({rel}) (empty)"
     head, body = rows[0], rows[1:]
     out = [f"*{p.name}* ([CSV]({rel}))", "", "| " + " | ".join(map(_cell, head)) + " |", "|" + "---|" * len(head)]
     out += ["| " + " | ".join(map(_cell, r)) + " |" for r in body[:max_rows]]
-    if len(body) > max_rows: out += ["", f"*... {len(body) - max_rows} more rows in [{p.name}]({rel})*"]
+    if len(body) > max_rows:
+        out += ["", f"*... {len(body) - max_rows} more rows in [{p.name}]({rel})*"]
     return "\n".join(out)
 
-def results_markdown(r: dict, page: str, w) -> str:
+def _indent(text: str) -> str:
+    "Text indented into an admonition's body."
+    return "\n".join("    " + ln if ln.strip() else "" for ln in text.split("\n"))
+
+def results_markdown(r: dict, page: str, w,
+                     kinds: tuple = (".png", ".csv"),   # which of the run's files: figures, tables or both
+                     fold: bool = False,                # each table in a folded block (the figures come first)
+                    ) -> str:
     "A run's committed results (its manifest's PNG figures and CSV tables), copied next to `page` by the writer `w`."
     d, stem, folder = Path(r["dir"]), Path(page).stem, os.path.dirname(page)
     names = [x["path"] for x in (r["good"] or {}).get("files", [])] or sorted(x.name for x in d.iterdir())
     parts = []
     for name in names:
         p = d / name
-        if p.suffix not in (".png", ".csv") or not p.is_file(): continue
+        if p.suffix not in kinds or not p.is_file():
+            continue
         rel = f"{stem}_results/{name}"
         w.write(f"{folder}/{rel}" if folder else rel, p.read_bytes())
-        parts.append(f"![{p.name}]({rel})" if p.suffix == ".png" else _csv_markdown(p, rel))
-    if not parts: return ""
-    return "**Results** (the committed run in `outputs/`)\n\n" + "\n\n".join(parts) + "\n"
+        if p.suffix == ".png":
+            parts.append(f"![{p.name}]({rel})")
+        elif fold:
+            parts.append(f"??? info \"Table {p.name}\"\n\n" + _indent(_csv_markdown(p, rel)))
+        else:
+            parts.append(_csv_markdown(p, rel))
+    return "\n\n".join(parts) + "\n" if parts else ""
 
-def run_summary(man: dict, claims: list[dict]) -> str:
-    "Markdown: the run's manifest summary (profile, parameters, time, commit, device) and its claims table."
+def claims_markdown(claims: list[dict]) -> str:
+    "Markdown: a run's claims table, the verdict first."
+    if not claims:
+        return ""
+    out = ["**Claims**", "", "| verdict | claim | paper | ours | criterion | kind |", "|---|---|---|---|---|---|"]
+    for c in claims:
+        out.append(f"| {_cell(c.get('verdict', ''))} | **{_cell(c.get('id', ''))}**: "
+                   f"{_cell(c.get('statement', c.get('claim', '')))} | {_cell(c.get('paper', ''))} | "
+                   f"{_cell(c.get('ours', ''))} | {_cell(c.get('criterion', ''))} | "
+                   f"{_cell(c.get('kind', 'preregistered'))} |")
+    return "\n".join(out) + "\n"
+
+def run_table(man: dict) -> str:
+    "Markdown: the run's manifest summary (profile, parameters, time, commit, device)."
     git = man.get("git") or {}
     commit = (git.get("commit") or "?")[:10] + (" (uncommitted changes)" if git.get("dirty") else "")
     dev = (man.get("device") or {}).get("device", "?")
     params = ", ".join(f"`{k}={v}`" for k, v in (man.get("parameters") or {}).items()) or "notebook defaults"
-    out = ["| run | |", "|---|---|", f"| profile | **{man.get('profile', '?')}** |", f"| parameters | {_cell(params)} |",
-           f"| finished | {man.get('finished', '?')} ({man.get('duration_s', '?')} s) |", f"| commit | `{commit}` |",
-           f"| device | {dev} |", ""]
-    if claims:
-        out += ["**Claims**", "", "| claim | paper | ours | criterion | verdict | kind |", "|---|---|---|---|---|---|"]
-        for c in claims:
-            out.append(f"| **{_cell(c.get('id', ''))}**: {_cell(c.get('statement', c.get('claim', '')))} | {_cell(c.get('paper', ''))} | "
-                       f"{_cell(c.get('ours', ''))} | {_cell(c.get('criterion', ''))} | {_cell(c.get('verdict', ''))} | "
-                       f"{_cell(c.get('kind', 'preregistered'))} |")
-    return "\n".join(out) + "\n"
+    return "\n".join(["| run | |", "|---|---|", f"| profile | **{man.get('profile', '?')}** |",
+                      f"| parameters | {_cell(params)} |",
+                      f"| finished | {man.get('finished', '?')} ({man.get('duration_s', '?')} s) |",
+                      f"| commit | `{commit}` |", f"| device | {dev} |"]) + "\n"
+
+def run_summary(man: dict, claims: list[dict]) -> str:
+    "Markdown: the run's claims table, then its manifest summary."
+    return "\n".join(x for x in (claims_markdown(claims), run_table(man)) if x)
+
+def artefact_top(r: dict, page: str, w) -> str:
+    "What a figure page shows above the notebook: the stale banner, the figure(s), the claims, the run."
+    figs = results_markdown(r, page, w, (".png",))
+    tables = results_markdown(r, page, w, (".csv",), fold=bool(figs))   # a table artefact's table is its figure
+    head = "**Results** (the committed run in `outputs/`)\n\n"
+    parts = [stale_banner(r), head + (figs or tables) if figs or tables else "", claims_markdown(r["claims"]),
+             tables if figs else "", run_table(r["good"])]
+    return "\n".join(p for p in parts if p)
 
 def _read_claims(folder: Path) -> list[dict]:
     p = Path(folder) / "claims.json"
-    if not p.is_file(): return []
-    try: d = json.loads(p.read_text())
-    except (OSError, json.JSONDecodeError): return []
+    if not p.is_file():
+        return []
+    try:
+        d = json.loads(p.read_text())
+    except (OSError, json.JSONDecodeError):
+        return []
     return d if isinstance(d, list) else list(d.get("claims", d.values()) if isinstance(d, dict) else [])
 
 def _insert_after_title(body: str, extra: str) -> str:
@@ -356,16 +507,17 @@ def readme_table(readme: Path, built: set[str], api_pages: dict,
     tab = re.sub(r"`nbs/([^/`]+)/`", series_cell, tab)
     return re.sub(r"`neurips25\.([\w.]+)`", module_cell, tab)
 
-
 # %% ../nbs/04_docs.ipynb #c9186cc2
 class _Writer:
     "Writes the site's source files, touching only those whose bytes changed; removes the rest at the end."
     def __init__(self, root: Path): self.root, self.seen, self.changed = Path(root), set(), 0
     def write(self, rel: str, data: str | bytes):
-        p = self.root / rel; self.seen.add(p)
+        p = self.root / rel
+        self.seen.add(p)
         b = data.encode() if isinstance(data, str) else data
         if p.is_file() and p.read_bytes() == b: return
-        p.parent.mkdir(parents=True, exist_ok=True); p.write_bytes(b)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(b)
         self.changed += 1
     def prune(self, keep: tuple = ()):
         for p in sorted(self.root.rglob("*"), reverse=True):
@@ -381,9 +533,10 @@ def report_markdown(rep: Path, outputs: Path, art_page: dict, w) -> str:
     def fix(m):
         text, target, frag = m.group(1), m.group(2), m.group(3) or ""
         if re.match(r"^[a-z][a-z0-9+.-]*:", target, re.I) or target.startswith("/"): return m.group(0)
-        f = (outputs / target).resolve(); parts = Path(target).parts
+        f, parts = (outputs / target).resolve(), Path(target).parts
         if f.is_file() and f.suffix in COPIED:
-            w.write(f"outputs/{target}", f.read_bytes()); return f"[{text}](outputs/{target}{frag})"
+            w.write(f"outputs/{target}", f.read_bytes())
+            return f"[{text}](outputs/{target}{frag})"
         if len(parts) >= 2 and (parts[0], parts[1]) in art_page: return f"[{text}]({art_page[(parts[0], parts[1])]})"
         return text   # a file that is not part of this site: keep the text, drop the link
     return re.sub(r"\[([^\]]*)\]\(([^)\s#]+)(#[^)\s]*)?\)", fix, Path(rep).read_text())
@@ -408,15 +561,272 @@ def _cached_markdown(nb_file: Path, stem: str, src_dir: Path, root: Path, page_o
                                    json.dumps(sorted(links, key=str)).encode()])).hexdigest()
     d = cache / key
     if (d / "page.md").is_file():
-        files = {p.relative_to(d).as_posix(): p.read_bytes() for p in d.rglob("*") if p.is_file() and p.name != "page.md"}
+        files = {p.relative_to(d).as_posix(): p.read_bytes() for p in d.rglob("*")
+                 if p.is_file() and p.name != "page.md"}
         return (d / "page.md").read_text(), files, True
     body, files = notebook_markdown(nb_file, stem, src_dir, root, page_of, page)
-    tmp = d.with_suffix(".tmp"); shutil.rmtree(tmp, ignore_errors=True)
-    for k, v in files.items(): (tmp / k).parent.mkdir(parents=True, exist_ok=True); (tmp / k).write_bytes(v)
-    tmp.mkdir(parents=True, exist_ok=True); (tmp / "page.md").write_text(body)
-    shutil.rmtree(d, ignore_errors=True); tmp.rename(d)
+    tmp = d.with_suffix(".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    for k, v in files.items():
+        (tmp / k).parent.mkdir(parents=True, exist_ok=True)
+        (tmp / k).write_bytes(v)
+    tmp.mkdir(parents=True, exist_ok=True)
+    (tmp / "page.md").write_text(body)
+    shutil.rmtree(d, ignore_errors=True)
+    tmp.rename(d)
     return body, files, False
 
+@dataclass
+class BuildState:
+    "What the stages of `build` share: the inputs, the plan of the site (`plan`), and what each stage adds."
+    root: Path
+    site: Path
+    work: Path
+    outputs: Path
+    shared: list                                     # Notebook: the shared library notebooks
+    series: list                                     # SeriesDoc
+    jobs: int = 1                                    # notebooks executed at once
+    timeout: float = 900                             # seconds per library notebook
+    log: object = print
+    lib_nbs: list = field(default_factory=list)      # every library notebook (shared and per series)
+    page_of: dict = field(default_factory=dict)      # source notebook -> page
+    titles: dict = field(default_factory=dict)       # page -> title
+    api_mods: dict = field(default_factory=dict)     # top package -> [(module, page of its defining notebook)]
+    api_pages: dict = field(default_factory=dict)    # top package -> its API page
+    executed: dict = field(default_factory=dict)     # execute: notebook path -> executed copy (or the failing one)
+    writer: object = None                            # pages: the _Writer of the site's source
+    nav: list = field(default_factory=list)          # pages: the series' nav entries
+    sig: str = ""                                    # config: the signature of a sound build's config
+    mkdocs_ran: bool = False                         # config: mkdocs built the site (it was not up to date)
+    stats: dict = field(default_factory=lambda: {"executed": 0, "reused": 0, "converted": 0, "failures": [],
+                                                  "pages": 0})
+    times: dict = field(default_factory=dict)        # stage -> seconds
+
+    @property
+    def src(self) -> Path: return self.work / "src"
+
+def plan(root: Path | None = None, site: Path | None = None, work: Path | None = None,
+         outputs: Path | None = None, only: list[str] | None = None, jobs: int = 1, timeout: float = 900,
+         log=print) -> BuildState:
+    "The state the stages start from: the notebooks of the site, their pages, titles and API pages."
+    root = Path(root or core.REPO_ROOT).resolve()
+    st = BuildState(root, Path(site or root / "_docs").resolve(), Path(work or root / "_proc" / "docs").resolve(),
+                    Path(outputs or core.OUTPUTS_PATH).resolve(), *collect(root, only), jobs=jobs, timeout=timeout,
+                    log=log)
+    for d in ("src", "exec", "md", "api"):
+        (st.work / d).mkdir(parents=True, exist_ok=True)
+    st.lib_nbs = st.shared + [n for s in st.series for n in s.library]
+    st.page_of = {n.path.resolve(): n.page for n in st.lib_nbs}
+    st.page_of.update({a.notebook.resolve(): f"{a.series}/{a.notebook.stem}.md"
+                       for s in st.series for a in s.artefacts})
+    st.titles = {page: _title(p, Path(page).stem) for p, page in st.page_of.items()}
+    for n in st.lib_nbs:
+        if n.exports:
+            st.api_mods.setdefault(n.exports.split(".")[0], []).append((n.exports, n.page))
+    st.api_pages = {top: _api_page_of(top) for top in st.api_mods}
+    return st
+
+# %% ../nbs/04_docs.ipynb #4961371d
+def stage_execute(st: BuildState) -> None:
+    "Execute the library notebooks whose key changed (`st.jobs` at once); `st.executed`: path -> executed copy."
+    keyed = [(n, st.work / "exec" / f"{notebook_key(n)}.ipynb") for n in st.lib_nbs]
+    todo = [(n, d) for n, d in keyed if not d.is_file()]
+    st.executed = {n.path: d for n, d in keyed}
+    st.stats["reused"] = len(keyed) - len(todo)
+    def run_one(item):
+        n, dest = item
+        t = time.time()
+        tmp = dest.with_suffix(".running.ipynb")
+        ok, err = _exec_subprocess(n.path, tmp, st.timeout)
+        if ok:
+            tmp.rename(dest)
+        st.log(f"docs: executed {n.path.relative_to(st.root)} in {time.time() - t:.1f} s" + ("" if ok else "  FAILED"))
+        return n, ok, err, (dest if ok else tmp if tmp.is_file() else n.path)
+    with ThreadPoolExecutor(max(1, st.jobs)) as ex:
+        for n, ok, err, f in ex.map(run_one, todo):
+            st.stats["executed"] += 1
+            st.executed[n.path] = f
+            if not ok:
+                st.stats["failures"].append(f"{n.path.relative_to(st.root)}: the notebook fails when executed:\n"
+                                            f"{err.strip()[-2000:]}")
+
+def _page(st: BuildState, nb_file: Path, page: str, extra_top: str = "", src_dir: Path | None = None) -> None:
+    "Write one notebook page (and its images) into the site's source, `extra_top` right after its title."
+    body, files, hit = _cached_markdown(nb_file, Path(page).stem, src_dir, st.root, st.page_of, page, st.work / "md")
+    st.stats["converted"] += not hit
+    folder = os.path.dirname(page)
+    for k, v in files.items():
+        st.writer.write(f"{folder}/{k}" if folder else k, v)
+    st.writer.write(page, _insert_after_title(body, extra_top) if extra_top else body)
+    st.stats["pages"] += 1
+
+def _api_link(st: BuildState, n: Notebook) -> str:
+    if not n.exports:
+        return ""
+    rel = os.path.relpath(_api_page_of(n.exports), os.path.dirname(n.page))
+    return (f"!!! abstract \"API\"\n    This notebook defines [`neurips25.{_module_name(n.exports)}`]({rel}"
+            f"#{_anchor(n.exports)}).\n")
+
+def _not_run_note(s: SeriesDoc, a) -> str:
+    params = {p: ", ".join(f"{k}={v}" for k, v in a.profiles[p].items()) for p in ("small", "medium", "full")}
+    prof = "\n".join(f"| {p} | {_cell(v or 'notebook defaults')} |" for p, v in params.items())
+    return (f"!!! warning \"Not yet run — `make reproduce`\"\n    No successful run of `{s.folder}/{a.name}` is in "
+            f"`outputs/`. Below is the notebook without outputs.\n\n| profile | parameters |\n|---|---|\n{prof}\n")
+
+def _artefact_page(st: BuildState, s: SeriesDoc, a, best: dict) -> str:
+    "Write an artefact's page (figures, claims, run, then the notebook); its status cell on the series page."
+    page = f"{s.folder}/{a.notebook.stem}.md"
+    run = best_run(a, best)
+    if not run:
+        _page(st, a.notebook, page, _not_run_note(s, a), a.notebook.parent)
+        return "not yet run — `make reproduce`"
+    nb_file = Path(run["dir"]) / a.notebook.name     # executed copy: local runs only, never committed
+    top = artefact_top(run, page, st.writer)
+    _page(st, nb_file if nb_file.is_file() else a.notebook, page, top, a.notebook.parent)
+    verdicts = {}
+    for c in run["claims"]:
+        if c.get("kind", "preregistered") == "preregistered":
+            verdicts[c.get("verdict", "?")] = verdicts.get(c.get("verdict", "?"), 0) + 1
+    status = f"{run['good'].get('profile')}; " + (", ".join(f"{v} {k}" for k, v in verdicts.items()) or "no claims")
+    return status + ("; **stale**" if run.get("stale") else "")
+
+def _series_page(st: BuildState, s: SeriesDoc, best: dict) -> None:
+    "A series' index page (paper, library notebooks, artefacts with the run shown) and its artefact pages."
+    mod = f"module [`neurips25.{s.module}`](../{st.api_pages[s.module]})" if s.module in st.api_pages else ""
+    meta = [s.paper.get("authors") or "", f"[paper]({s.paper['url']})" if s.paper.get("url") else "",
+            f"series `nbs/{s.folder}/`", mod]
+    lines = [f"# {s.paper.get('id', s.folder)} — {s.title}", "", " · ".join(x for x in meta if x), ""]
+    if s.library:
+        lines += ["## Library notebooks", ""]
+        lines += [f"1. [{_title(n.path, n.path.stem)}]({Path(n.page).name})" for n in s.library] + [""]
+    rows = [f"| [{_cell(_title(a.notebook, a.name))}]({a.notebook.stem}.md) | {_cell(a.paper_ref)} | "
+            f"{_artefact_page(st, s, a, best)} |" for a in s.artefacts]
+    if rows:
+        lines += ["## Figures and tables", "", "| artefact | paper | shown run |", "|---|---|---|"] + rows + [""]
+    st.writer.write(f"{s.folder}/index.md", "\n".join(lines))
+    st.stats["pages"] += 1
+    pages = [n.page for n in s.library] + [f"{s.folder}/{a.notebook.stem}.md" for a in s.artefacts]
+    st.nav.append({f"{s.paper.get('id', '')} {s.folder}".strip():
+                   [f"{s.folder}/index.md"] + [{nav_title(st.titles[p]): p} for p in pages]})
+
+def stage_pages(st: BuildState) -> None:
+    "Library notebook pages, then each series' page and its figure/table pages (the runs REPORT counts)."
+    from neurips25.runner.report import best_records, collect as collect_runs
+    st.writer = _Writer(st.src)
+    for n in st.lib_nbs:
+        _page(st, st.executed[n.path], n.page, _api_link(st, n), n.path.parent)
+    best = best_records(collect_runs(st.root, st.outputs))   # the records REPORT.md counts, staleness included
+    for s in st.series:
+        _series_page(st, s, best)
+
+def stage_api(st: BuildState) -> None:
+    "One API page per package, a section per module (cached under the library hash)."
+    pages_src = {n.page: n.path for n in st.lib_nbs}
+    shared_hash = core.library_hash(_shared_modules(st.root / "neurips25"))
+    for top, mods in st.api_mods.items():
+        parts = [f"# neurips25.{top}", ""]
+        for mod, page in sorted(mods):
+            rel = os.path.relpath(page, "api")
+            try:
+                key = hashlib.sha256((DOCS_VERSION + core.library_hash([f"neurips25.{mod}"]) +
+                                      shared_hash).encode()).hexdigest()
+                cf = st.work / "api" / f"{mod}-{key}.md"
+                body = cf.read_text() if cf.is_file() else api_markdown(mod)
+                cf.write_text(body)
+            except Exception as e:
+                body = f"!!! failure \"The module does not import\"\n    `{type(e).__name__}: {e}`\n"
+                st.stats["failures"].append(f"neurips25.{mod}: the API page failed: {type(e).__name__}: {e}")
+            title = _title(pages_src[page], Path(page).stem)
+            parts += [f"## neurips25.{_module_name(mod)} {{#{_anchor(mod)}}}", "",
+                      f"Defined in the notebook [{Path(page).stem}]({rel}) ({title}).", "", body, ""]
+        st.writer.write(st.api_pages[top], "\n".join(parts))
+        st.stats["pages"] += 1
+
+def stage_landing(st: BuildState) -> None:
+    "The shared library's index, the report, the landing page and the assets; source files no page wrote are removed."
+    w, root = st.writer, st.root
+    if st.shared:
+        items = "\n".join(f"1. [{_title(n.path, n.path.stem)}]({Path(n.page).name})" for n in st.shared)
+        w.write("shared/index.md", "# Shared library\n\nThe modules every series uses, and the tooling (runner, docs)."
+                f"\n\n{items}\n")
+    rep = st.outputs / "REPORT.md"
+    art_page = {(a.series, a.name): f"{a.series}/{a.notebook.stem}.md" for s in st.series for a in s.artefacts}
+    wide = "---\nhide:\n  - toc\n---\n\n"      # the report's tables get the width of the table of contents
+    w.write("report.md", wide + (report_markdown(rep, st.outputs, art_page, w) if rep.is_file() else
+            "# Reproduction report\n\n!!! warning \"Not yet run — `make reproduce`\"\n"
+            "    `outputs/REPORT.md` does not exist yet.\n"))
+    status = landing_status(root, st.outputs)      # the same status_rows as `neurips25 report --readme`
+    readme = (root / "README.md").read_text() if (root / "README.md").is_file() else ""
+    rest = [s.folder for s in st.series if f"nbs/{s.folder}/" not in readme]     # e.g. the demo series
+    other = ("\nAlso in this site: " + ", ".join(f"[{f}]({f}/index.md)" for f in rest) + ".\n") if rest else ""
+    shared = ", the [shared library](shared/index.md) the modules every series uses" if st.shared else ""
+    w.write("index.md", "# neurips25 — the reader's edition\n\nEvery notebook of the repository with its outputs: "
+            "library notebooks executed at their small defaults, figure/table notebooks from their best run in "
+            "`outputs/` with the run's manifest and claims. The [reproduction report](report.md) has every claim's "
+            f"verdict{shared}.\n\n## The papers\n\n" +
+            readme_table(root / "README.md", {s.folder for s in st.series}, st.api_pages, status) + other)
+    w.write("assets/mathjax-config.js", MATHJAX_CONFIG)
+    if (root / "docs_src" / "extra.css").is_file():
+        w.write("assets/extra.css", (root / "docs_src" / "extra.css").read_bytes())
+    import jupyter_server_mathjax
+    mj_src = Path(jupyter_server_mathjax.__file__).parent / "static"
+    mj = st.src / "assets" / "mathjax"
+    stamp = mj / ".version"
+    if not stamp.is_file() or stamp.read_text() != str(mj_src):
+        shutil.rmtree(mj, ignore_errors=True)
+        shutil.copytree(mj_src, mj)
+        stamp.write_text(str(mj_src))
+    w.prune(keep=(mj,))
+
+def site_config(st: BuildState) -> dict:
+    "The mkdocs configuration: docs_src/mkdocs.yml with the site's paths and its navigation."
+    import yaml
+    root = st.root
+    cfg = yaml.safe_load((root / "docs_src" / "mkdocs.yml").read_text())
+    nav = [{"Home": "index.md"}, {"Report": "report.md"}]
+    if st.shared:
+        nav.append({"Shared library": ["shared/index.md"] +
+                    [{nav_title(st.titles[n.page]): n.page} for n in st.shared]})
+    nav += st.nav
+    if st.api_pages:
+        nav.append({"API": [st.api_pages[t] for t in sorted(st.api_pages)]})
+    cfg.update(docs_dir=str(st.src), site_dir=str(st.site), nav=nav)
+    if (root / "docs_src" / "extra.css").is_file():
+        cfg["extra_css"] = [*cfg.get("extra_css", []), "assets/extra.css"]
+    if (root / "docs_src" / "overrides").is_dir():
+        cfg["theme"]["custom_dir"] = str(root / "docs_src" / "overrides")
+    return cfg
+
+def stage_config(st: BuildState) -> None:
+    "Write mkdocs.yml and run `mkdocs build`, unless nothing changed since the last sound build (its stamp)."
+    import yaml
+    cfg_text = yaml.safe_dump(site_config(st), sort_keys=False)
+    stamp = st.work / "site.stamp"          # written after a sound build: nothing changed since -> mkdocs is skipped
+    st.sig = hashlib.sha256((cfg_text + str(st.site)).encode()).hexdigest()
+    fresh = (st.writer.changed == 0 and stamp.is_file() and stamp.read_text() == st.sig
+             and (st.site / "index.html").is_file())
+    stamp.unlink(missing_ok=True)
+    (st.work / "mkdocs.yml").write_text(cfg_text)
+    if fresh:
+        st.log(f"docs: site up to date ({st.site}); mkdocs skipped")
+        return
+    r = subprocess.run([sys.executable, "-m", "mkdocs", "build", "-q", "-f", str(st.work / "mkdocs.yml")],
+                       capture_output=True, text=True)
+    if r.returncode:
+        st.stats["failures"].append(f"mkdocs build failed:\n{r.stderr[-3000:]}")
+    st.mkdocs_ran = r.returncode == 0
+
+def stage_check(st: BuildState) -> None:
+    "Check the built site (links, images, nothing from the network); stamp it if the whole build was sound."
+    if st.mkdocs_ran:
+        st.stats["failures"] += check_site(st.site)
+    if not st.stats["failures"]:
+        (st.work / "site.stamp").write_text(st.sig)
+
+STAGES = (("execute", stage_execute), ("pages", stage_pages), ("api", stage_api), ("landing", stage_landing),
+          ("config", stage_config), ("check", stage_check))
+
+# %% ../nbs/04_docs.ipynb #f4151212
 def build(root: Path | None = None,      # repository root
           site: Path | None = None,      # where the site goes (default: <root>/_docs)
           work: Path | None = None,      # executed notebooks and page caches (default: <root>/_proc/docs)
@@ -426,223 +836,68 @@ def build(root: Path | None = None,      # repository root
           timeout: float = 900,          # seconds per library notebook
           log=print,
          ) -> dict:
-    "Build the static site: execute library notebooks (cached), render artefacts from `outputs/`, run mkdocs, check links."
+    "Build the static site: `plan`, then the `STAGES` in order; the statistics, failures and seconds per stage."
     t0 = time.time()
-    root = Path(root or core.REPO_ROOT).resolve()
-    site = Path(site or root / "_docs").resolve(); work = Path(work or root / "_proc" / "docs").resolve()
-    outputs = Path(outputs or core.OUTPUTS_PATH).resolve()
-    src, exec_dir, md_cache, api_cache = work / "src", work / "exec", work / "md", work / "api"
-    for d in (src, exec_dir, md_cache, api_cache): d.mkdir(parents=True, exist_ok=True)
-    shared, series = collect(root, only)
-    lib_nbs = shared + [n for s in series for n in s.library]
-    page_of = {n.path.resolve(): n.page for n in lib_nbs}
-    page_of.update({a.notebook.resolve(): f"{a.series}/{a.notebook.stem}.md" for s in series for a in s.artefacts})
-    titles = {page: _title(p, Path(page).stem) for p, page in page_of.items()}
-    stats = {"executed": 0, "reused": 0, "converted": 0, "failures": [], "pages": 0}
-
-    # 1. execute the library notebooks whose key changed
-    keyed = [(n, exec_dir / f"{notebook_key(n)}.ipynb") for n in lib_nbs]
-    dest_of = {n.path: d for n, d in keyed}
-    todo = [(n, d) for n, d in keyed if not d.is_file()]
-    stats["reused"] = len(keyed) - len(todo)
-    def run_one(item):
-        n, dest = item; t = time.time()
-        tmp = dest.with_suffix(".running.ipynb")
-        ok, err = _exec_subprocess(n.path, tmp, timeout)
-        if ok: tmp.rename(dest)
-        log(f"docs: executed {n.path.relative_to(root)} in {time.time() - t:.1f} s" + ("" if ok else "  FAILED"))
-        return n, ok, err, (dest if ok else tmp if tmp.is_file() else n.path)
-    executed = {}
-    with ThreadPoolExecutor(max(1, jobs)) as ex:
-        for n, ok, err, f in ex.map(run_one, todo):
-            stats["executed"] += 1; executed[n.path] = f
-            if not ok: stats["failures"].append(f"{n.path.relative_to(root)}: the notebook fails when executed:\n{err.strip()[-2000:]}")
-    t_exec = time.time()
-
-    # 2. pages
-    w = _Writer(src)
-    def nb_page(nb_file, page, extra_top="", src_dir=None):
-        stem = Path(page).stem
-        body, files, hit = _cached_markdown(nb_file, stem, src_dir, root, page_of, page, md_cache)
-        stats["converted"] += not hit
-        for k, v in files.items(): w.write(f"{os.path.dirname(page)}/{k}" if os.path.dirname(page) else k, v)
-        w.write(page, _insert_after_title(body, extra_top) if extra_top else body)
-        stats["pages"] += 1
-
-    api_mods = {}   # top package -> [(module, defining notebook page)]
-    for n in lib_nbs:
-        if n.exports: api_mods.setdefault(n.exports.split(".")[0], []).append((n.exports, n.page))
-    api_pages = {top: _api_page_of(top) for top in api_mods}
-    pages_src = {n.page: n.path for n in lib_nbs}
-
-    def api_link(n: Notebook) -> str:
-        if not n.exports: return ""
-        rel = os.path.relpath(_api_page_of(n.exports), os.path.dirname(n.page))
-        return f"!!! abstract \"API\"\n    This notebook defines [`neurips25.{n.exports}`]({rel}#{_anchor(n.exports)}).\n"
-
-    for n in lib_nbs:
-        f = executed.get(n.path) or dest_of[n.path]
-        nb_page(f, n.page, api_link(n), n.path.parent)
-
-    from neurips25.runner.report import best_records, collect as collect_runs
-    best = best_records(collect_runs(root, outputs))   # the records REPORT.md counts, staleness included
-    nav_series = []
-    for s in series:
-        lines = [f"# {s.paper.get('id', s.folder)} — {s.title}", ""]
-        meta = [s.paper.get("authors") or "", f"[paper]({s.paper['url']})" if s.paper.get("url") else "",
-                f"series `nbs/{s.folder}/`", f"module [`neurips25.{s.module}`](../{api_pages[s.module]})" if s.module in api_pages else ""]
-        lines += [" · ".join(x for x in meta if x), ""]
-        if s.library:
-            lines += ["## Library notebooks", ""]
-            lines += [f"1. [{_title(n.path, n.path.stem)}]({Path(n.page).name})" for n in s.library] + [""]
-        rows = []
-        for a in s.artefacts:
-            page = f"{s.folder}/{a.notebook.stem}.md"
-            run = best_run(a, best)
-            if run:
-                man, claims = run["good"], run["claims"]
-                nb_file = Path(run["dir"]) / a.notebook.name     # executed copy: local runs only, never committed
-                top = stale_banner(run) + run_summary(man, claims)
-                if nb_file.is_file(): nb_page(nb_file, page, top, a.notebook.parent)
-                else: nb_page(a.notebook, page, top + "\n" + results_markdown(run, page, w), a.notebook.parent)
-                verdicts = {}
-                for c in claims:
-                    if c.get("kind", "preregistered") == "preregistered":
-                        verdicts[c.get("verdict", "?")] = verdicts.get(c.get("verdict", "?"), 0) + 1
-                status = f"{man.get('profile')}; " + (", ".join(f"{v} {k}" for k, v in verdicts.items()) or "no claims")
-                status += "; **stale**" if run.get("stale") else ""
-            else:
-                prof = "\n".join(f"| {p} | {_cell(', '.join(f'{k}={v}' for k, v in a.profiles[p].items()) or 'notebook defaults')} |"
-                                 for p in ("small", "medium", "full"))
-                note = (f"!!! warning \"Not yet run — `make reproduce`\"\n    No successful run of `{s.folder}/{a.name}` is in "
-                        f"`outputs/`. Below is the notebook without outputs.\n\n| profile | parameters |\n|---|---|\n{prof}\n")
-                nb_page(a.notebook, page, note, a.notebook.parent)
-                status = "not yet run — `make reproduce`"
-            rows.append(f"| [{_cell(_title(a.notebook, a.name))}]({a.notebook.stem}.md) | {_cell(a.paper_ref)} | {status} |")
-        if rows:
-            lines += ["## Figures and tables", "", "| artefact | paper | shown run |", "|---|---|---|"] + rows + [""]
-        w.write(f"{s.folder}/index.md", "\n".join(lines)); stats["pages"] += 1
-        nav_series.append({f"{s.paper.get('id', '')} {s.folder}".strip(): [f"{s.folder}/index.md"] +
-                           [{titles[n.page]: n.page} for n in s.library] +
-                           [{titles[f"{s.folder}/{a.notebook.stem}.md"]: f"{s.folder}/{a.notebook.stem}.md"} for a in s.artefacts]})
-
-    # API pages, cached per module under the library hash
-    failures_api = []
-    for top, mods in api_mods.items():
-        parts = [f"# neurips25.{top}", ""]
-        for mod, page in sorted(mods):
-            rel = os.path.relpath(page, "api")
-            try:
-                key = hashlib.sha256((DOCS_VERSION + core.library_hash([f"neurips25.{mod}"]) +
-                                      core.library_hash(_shared_modules(root / "neurips25"))).encode()).hexdigest()
-                cf = api_cache / f"{mod}-{key}.md"
-                if cf.is_file(): body = cf.read_text()
-                else: body = api_markdown(mod); cf.write_text(body)
-            except Exception as e:
-                body = f"!!! failure \"The module does not import\"\n    `{type(e).__name__}: {e}`\n"
-                failures_api.append(f"neurips25.{mod}: the API page failed: {type(e).__name__}: {e}")
-            parts += [f"## neurips25.{mod} {{#{_anchor(mod)}}}", "", f"Defined in the notebook [{Path(page).stem}]({rel}) ({_title(pages_src[page], Path(page).stem)}).", "", body, ""]
-        w.write(api_pages[top], "\n".join(parts)); stats["pages"] += 1
-    stats["failures"] += failures_api
-
-    # shared, report, landing
-    if shared:
-        w.write("shared/index.md", "# Shared library\n\nThe modules every series uses, and the tooling (runner, docs).\n\n" +
-                "\n".join(f"1. [{_title(n.path, n.path.stem)}]({Path(n.page).name})" for n in shared) + "\n")
-    rep = outputs / "REPORT.md"
-    art_page = {(a.series, a.name): f"{a.series}/{a.notebook.stem}.md" for s in series for a in s.artefacts}
-    w.write("report.md", report_markdown(rep, outputs, art_page, w) if rep.is_file() else
-            "# Reproduction report\n\n!!! warning \"Not yet run — `make reproduce`\"\n    `outputs/REPORT.md` does not exist yet.\n")
-    built = {s.folder for s in series}
-    status = landing_status(root, outputs)      # the same status_rows as `neurips25 report --readme`
-    readme = (root / "README.md").read_text() if (root / "README.md").is_file() else ""
-    rest = [s.folder for s in series if f"nbs/{s.folder}/" not in readme]     # e.g. the demo series
-    other = ("\nAlso in this site: " + ", ".join(f"[{f}]({f}/index.md)" for f in rest) + ".\n") if rest else ""
-    w.write("index.md", "# neurips25 — the reader's edition\n\nEvery notebook of the repository with its outputs: library "
-            "notebooks executed at their small defaults, figure/table notebooks from their best run in `outputs/` with "
-            "the run's manifest and claims. The [reproduction report](report.md) has every claim's verdict"
-            + (", the [shared library](shared/index.md) the modules every series uses" if shared else "") + ".\n\n"
-            "## The papers\n\n" + readme_table(root / "README.md", built, api_pages, status) + other)
-    w.write("assets/mathjax-config.js", MATHJAX_CONFIG)
-    if (root / "docs_src" / "extra.css").is_file(): w.write("assets/extra.css", (root / "docs_src" / "extra.css").read_bytes())
-    import jupyter_server_mathjax
-    mj_src = Path(jupyter_server_mathjax.__file__).parent / "static"
-    mj = src / "assets" / "mathjax"
-    stamp = mj / ".version"
-    if not stamp.is_file() or stamp.read_text() != str(mj_src):
-        shutil.rmtree(mj, ignore_errors=True); shutil.copytree(mj_src, mj); stamp.write_text(str(mj_src))
-    w.prune(keep=(mj,))
-
-    # 3. mkdocs
-    import yaml
-    cfg = yaml.safe_load((root / "docs_src" / "mkdocs.yml").read_text())
-    nav = [{"Home": "index.md"}, {"Report": "report.md"}]
-    if shared: nav.append({"Shared library": ["shared/index.md"] + [{titles[n.page]: n.page} for n in shared]})
-    nav += nav_series
-    if api_pages: nav.append({"API": [api_pages[t] for t in sorted(api_pages)]})
-    cfg.update(docs_dir=str(src), site_dir=str(site), nav=nav)
-    if (root / "docs_src" / "extra.css").is_file(): cfg["extra_css"] = [*cfg.get("extra_css", []), "assets/extra.css"]
-    if (root / "docs_src" / "overrides").is_dir(): cfg["theme"]["custom_dir"] = str(root / "docs_src" / "overrides")
-    cfg_text = yaml.safe_dump(cfg, sort_keys=False)
-    stamp = work / "site.stamp"          # written after a sound build: nothing changed since -> mkdocs is skipped
-    sig = hashlib.sha256((cfg_text + str(site)).encode()).hexdigest()
-    fresh = w.changed == 0 and stamp.is_file() and stamp.read_text() == sig and (site / "index.html").is_file()
-    stamp.unlink(missing_ok=True)
-    (work / "mkdocs.yml").write_text(cfg_text)
-    t_pages = time.time()
-    if fresh:
-        log(f"docs: site up to date ({site}); mkdocs skipped")
-        broken = []
-    else:
-        r = subprocess.run([sys.executable, "-m", "mkdocs", "build", "-q", "-f", str(work / "mkdocs.yml")],
-                           capture_output=True, text=True)
-        if r.returncode: stats["failures"].append(f"mkdocs build failed:\n{r.stderr[-3000:]}")
-        broken = check_site(site) if r.returncode == 0 else []
-    t_mk = time.time()
-    stats["failures"] += broken
-    if not stats["failures"]: stamp.write_text(sig)
-    stats.update(site=str(site), seconds=round(time.time() - t0, 1), exec_s=round(t_exec - t0, 1),
-                 pages_s=round(t_pages - t_exec, 1), mkdocs_s=round(t_mk - t_pages, 1), check_s=round(time.time() - t_mk, 1))
-    log(f"docs: {stats['pages']} pages; notebooks executed {stats['executed']}, reused {stats['reused']}; "
-        f"pages converted {stats['converted']}; {stats['seconds']} s (execute {stats['exec_s']}, pages {stats['pages_s']}, "
-        f"mkdocs {stats['mkdocs_s']}, link check {stats['check_s']}) -> {site}")
-    return stats
+    st = plan(root, site, work, outputs, only, jobs, timeout, log)
+    for name, stage in STAGES:
+        t = time.time()
+        stage(st)
+        st.times[name] = round(time.time() - t, 1)
+    s, tm = st.stats, st.times
+    s.update(site=str(st.site), seconds=round(time.time() - t0, 1), stages=dict(tm), exec_s=tm["execute"],
+             pages_s=round(tm["pages"] + tm["api"] + tm["landing"], 1), mkdocs_s=tm["config"], check_s=tm["check"])
+    log(f"docs: {s['pages']} pages; notebooks executed {s['executed']}, reused {s['reused']}; pages converted "
+        f"{s['converted']}; {s['seconds']} s (" + ", ".join(f"{k} {v}" for k, v in tm.items()) + f") -> {st.site}")
+    return s
 
 # %% ../nbs/04_docs.ipynb #b275264f
 def serve(site: Path | None = None, port: int = 8000, bind: str = "127.0.0.1"):
     "Serve a built site with Python's own HTTP server (offline; Ctrl-C stops it)."
-    import functools, http.server
+    import functools
+    import http.server
     site = Path(site or core.REPO_ROOT / "_docs")
-    if not (site / "index.html").is_file(): raise FileNotFoundError(f"{site}/index.html not found: run `make docs` first")
+    if not (site / "index.html").is_file():
+        raise FileNotFoundError(f"{site}/index.html not found: run `make docs` first")
     h = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(site))
     with http.server.ThreadingHTTPServer((bind, port), h) as httpd:
-        print(f"docs: serving {site} at http://{bind}:{port}/ (Ctrl-C stops)"); httpd.serve_forever()
+        print(f"docs: serving {site} at http://{bind}:{port}/ (Ctrl-C stops)")
+        httpd.serve_forever()
 
 def main(argv: list[str] | None = None) -> int:
     "`python -m neurips25.docs build|serve`."
-    ap = argparse.ArgumentParser(prog="python -m neurips25.docs", description="The reader's edition: a static site of every notebook.")
+    ap = argparse.ArgumentParser(prog="python -m neurips25.docs",
+                                 description="The reader's edition: a static site of every notebook.")
     sub = ap.add_subparsers(dest="cmd", required=True)
     b = sub.add_parser("build", help="build the site into _docs/ (incremental)")
     b.add_argument("only", nargs="*", help="series (p07, p07_iipm) or top-level notebooks (00_core); default: all")
     b.add_argument("--only", dest="only_opt", action="append", default=[],
                    help="the same, comma- or space-separated (make docs ONLY=p10)")
     b.add_argument("--jobs", type=int, default=1, help="notebooks executed at once")
-    b.add_argument("--site", type=Path); b.add_argument("--work", type=Path); b.add_argument("--outputs", type=Path)
+    for opt in ("--site", "--work", "--outputs"):
+        b.add_argument(opt, type=Path)
     b.add_argument("--timeout", type=float, default=900, help="seconds per library notebook")
     s = sub.add_parser("serve", help="serve the built site")
-    s.add_argument("--site", type=Path); s.add_argument("--port", type=int, default=8000); s.add_argument("--bind", default="127.0.0.1")
-    e = sub.add_parser("_exec", help=argparse.SUPPRESS); e.add_argument("src", type=Path); e.add_argument("dest", type=Path)
+    s.add_argument("--site", type=Path)
+    s.add_argument("--port", type=int, default=8000)
+    s.add_argument("--bind", default="127.0.0.1")
+    e = sub.add_parser("_exec", help=argparse.SUPPRESS)
+    e.add_argument("src", type=Path)
+    e.add_argument("dest", type=Path)
     a = ap.parse_args(argv)
     if a.cmd == "_exec":
         ok, err = execute_notebook(a.src, a.dest)
-        if not ok: sys.stderr.write(err + "\n")
+        if not ok:
+            sys.stderr.write(err + "\n")
         return 0 if ok else 1
     if a.cmd == "serve":
-        serve(a.site, a.port, a.bind); return 0
+        serve(a.site, a.port, a.bind)
+        return 0
     only = a.only + [o for x in a.only_opt for o in re.split(r"[,\s]+", x) if o]
     st = build(site=a.site, work=a.work, outputs=a.outputs, only=only or None, jobs=a.jobs, timeout=a.timeout)
-    for f in st["failures"]: print(f"docs: FAILED: {f}", file=sys.stderr)
-    if st["failures"]: print(f"docs: {len(st['failures'])} problem(s); the site is in {st['site']} but is not sound", file=sys.stderr)
+    for f in st["failures"]:
+        print(f"docs: FAILED: {f}", file=sys.stderr)
+    if st["failures"]:
+        print(f"docs: {len(st['failures'])} problem(s); the site is in {st['site']} but is not sound", file=sys.stderr)
     return 1 if st["failures"] else 0
 
 if __name__ == "__main__" and not core.in_notebook():
