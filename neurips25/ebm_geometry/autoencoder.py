@@ -10,7 +10,7 @@ from ..core import get_device, progress
 from .characters import render_char, rotate, shortest_arc
 
 # %% auto #0
-__all__ = ['CharAE', 'sample_triplets', 'train_char_ae', 'encode_images', 'rotation_reference']
+__all__ = ['SCHEDULES', 'CharAE', 'sample_triplets', 'train_char_ae', 'encode_images', 'rotation_reference']
 
 # %% ../../nbs/p11_ebm_geometry/05_autoencoder.ipynb #1059170c
 class CharAE(nn.Module):
@@ -50,15 +50,22 @@ def sample_triplets(labels: torch.Tensor, angles: torch.Tensor, n: int, pos_max:
         q[s:s + chunk] = (torch.rand(Q.shape, generator=generator) * Q).argmax(1)
     return a, p, q
 
+SCHEDULES = ("constant", "cosine")
+
 def train_char_ae(data: dict, latent: int = 16, steps: int = 500, batch: int = 128, lr: float = 1e-3,
-                  margin: float = 1.0, lam: float = 0.1, reg: float = 1e-3, seed: int = 0, device=None):
+                  margin: float = 1.0, lam: float = 0.1, reg: float = 1e-3, seed: int = 0, device=None,
+                  schedule: str = "constant",   # learning rate: constant, or cosine-annealed to 0 over `steps`
+                 ):
     "Train the triplet autoencoder on `rotated_characters` output; returns (model, losses)."
+    if schedule not in SCHEDULES: raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
+    if not isinstance(steps, int) or steps < 1: raise ValueError(f"steps must be a positive int, got {steps!r}")
     torch.manual_seed(seed); g = torch.Generator().manual_seed(seed)
     dev = get_device("auto") if device is None else torch.device(device)
     X = torch.as_tensor(data["images"], dtype=torch.float32)
     L, A = torch.as_tensor(data["labels"]), torch.as_tensor(data["angles"], dtype=torch.float32)
     model = CharAE(X.shape[1], latent).to(dev); Xd = X.to(dev)
     opt, losses = torch.optim.Adam(model.parameters(), lr=lr), []
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps) if schedule == "cosine" else None
     for _ in progress(range(steps), desc="char AE"):
         a, p, q = sample_triplets(L, A, batch, generator=g)
         za, zp, zn = model.encode(Xd[a]), model.encode(Xd[p]), model.encode(Xd[q])
@@ -66,6 +73,7 @@ def train_char_ae(data: dict, latent: int = 16, steps: int = 500, batch: int = 1
         trip = torch.relu(((za - zp) ** 2).sum(-1) - ((za - zn) ** 2).sum(-1) + margin).mean()
         loss = rec + lam * trip + reg * (za ** 2).sum(-1).mean()
         opt.zero_grad(); loss.backward(); opt.step(); losses.append(loss.item())
+        if sched is not None: sched.step()
     return model, losses
 
 # %% ../../nbs/p11_ebm_geometry/05_autoencoder.ipynb #bd608284

@@ -5,14 +5,17 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import torch
+import math
 from .metrics import (Metric, CalibrationError, euclidean, energy_metric, calibrate_grid, calibration_sets,
-                                            fit_rbf, land_h)
+                                            fit_rbf, land_h, _check_ratio)
 from .ebm import langevin
 from .geodesics import geodesic_path, lerp_path, path_stats, _check_path
 
 # %% auto #0
-__all__ = ['REFERENCE', 'ROTATION_METRICS', 'gamma_rmse', 'd_rmse', 'accumulated_prob', 'compare_metrics', 'latent_metrics',
-           'rotation_experiment', 'rotation_table', 'rotation_claims']
+__all__ = ['REFERENCE', 'CALIBRATIONS', 'GATE_PLATEAU', 'GATE_AUC', 'ROTATION_METRICS', 'gamma_rmse', 'd_rmse',
+           'accumulated_prob', 'compare_metrics', 'latent_metrics', 'calibration_summary', 'loss_plateau', 'energy_auc',
+           'training_gates', 'rotation_experiment', 'rotation_table', 'rotation_claims', 'gate_values',
+           'rotation_checks']
 
 # %% ../../nbs/p11_ebm_geometry/04_evaluate.ipynb #627f3e0b
 def gamma_rmse(paths, reference) -> torch.Tensor:
@@ -56,21 +59,34 @@ def compare_metrics(metrics: dict[str, Metric],   # name -> metric; oracles name
     return pd.DataFrame(rows).set_index("metric"), paths
 
 # %% ../../nbs/p11_ebm_geometry/04_evaluate.ipynb #103a77a2
+CALIBRATIONS = ("anchored", "minmax")
+
 def latent_metrics(Z,                          # latent data (n, D)
                    energy=None,                # x (m, D) -> E(x), differentiable; None: only linear, RBF, LAND
                    n_pairs: int = 500,         # calibration pairs (endpoints and midpoints)
-                   descent_steps: int = 0,     # gradient-descent steps of the data on E for the low end of the range (0: none)
+                   descent_steps: int = 0,     # minmax only: descent steps of the data on E for the low end (0: none)
                    descent_lr: float = 0.01,   # their step size
                    land_sigma: float | None = 0.4,   # LAND bandwidth (paper, rotated characters: 0.4); None: no LAND
                    rbf_K: int | None = 300,    # RBF centroids (paper: 300); None: no RBF
                    rbf_kappa: float = 0.75,    # RBF bandwidth scale (paper: 0.75)
-                   ge_floor: float | None = 1.0,  # G_E = max(alpha E + beta, ge_floor): energies below the calibration minimum count as on-data
+                   ge_floor: float | None = 1.0,  # G_E = max(alpha E + beta, ge_floor): below the anchor counts as on-data
                    ratio: float = 1e3, seed: int = 0,
+                   calibration: str = "anchored",  # "anchored" (data quantile -> 1, midpoint median -> ratio) | "minmax"
+                   anchor_q: float = 0.5,      # anchored: the data-energy quantile mapped to lambda = 1
+                   cap: float = 10.0,          # anchored G_1/p: lambda <= cap * ratio far from the data
+                   unseparated: str = "raise",  # midpoint median energy <= data anchor: "raise" | "minmax" (recorded)
                   ) -> dict[str, Metric]:
-    "linear, EBM G_E and G_1/p, G_RBF and G_LAND in a latent space, min-max calibrated over S_M and S_Mbar (+ S_down)."
+    "linear, EBM G_E and G_1/p, G_RBF and G_LAND in a latent space, calibrated on S_M (data) and S_Mbar (midpoints)."
     Z = torch.as_tensor(Z, dtype=torch.float64)
     if Z.ndim != 2 or len(Z) < 2: raise ValueError(f"Z must be (n >= 2, D), got {tuple(Z.shape)}")
     if not torch.isfinite(Z).all(): raise ValueError("Z contains NaN or inf")
+    ratio = _check_ratio(ratio)
+    if calibration not in CALIBRATIONS:
+        raise ValueError(f"calibration must be one of {CALIBRATIONS}, got {calibration!r}")
+    if not 0 < anchor_q < 1: raise ValueError(f"anchor_q must be in (0, 1), got {anchor_q!r}")
+    if not (math.isfinite(cap) and cap > 1): raise ValueError(f"cap must be a finite number > 1, got {cap!r}")
+    if unseparated not in ("raise", "minmax"):
+        raise ValueError(f"unseparated must be 'raise' or 'minmax', got {unseparated!r}")
     D = Z.shape[1]
     on, off = calibration_sets(Z, n_pairs, seed)
     pts = torch.cat([on, off])
@@ -83,21 +99,105 @@ def latent_metrics(Z,                          # latent data (n, D)
         if not (torch.isfinite(hi).all() and (hi > 0).all()): raise CalibrationError(f"calibration failure: {name} h has no positive finite maximum over the calibration points")
         a, b = (1 - 1 / ratio) / hi, torch.full_like(hi, 1 / ratio)
         return Metric(name, lambda x: 1.0 / (a.to(x) * h(x) + b.to(x)), conformal, D, dict(alpha=a, beta=b))
-    if energy is not None:
+    fallback = False
+    if energy is not None and calibration == "anchored":
+        with torch.no_grad(): e_q, e_m = float(torch.quantile(energy(on), anchor_q)), float(energy(off).median())
+        if not e_m > e_q:
+            if unseparated == "raise":
+                raise CalibrationError(f"calibration failure: the median energy at the midpoints ({e_m:.4g}) is not above "
+                                       f"the data's {anchor_q:g} quantile ({e_q:.4g}): the EBM does not separate data "
+                                       "from midpoints")
+            fallback = True                      # recorded in info; such an EBM fails the energy-AUC gate (AUC < ~0.5)
+    if energy is not None and (calibration == "minmax" or fallback):
         with torch.no_grad(): E = energy(pts); aE, bE = calibrate_grid(E, "direct", ratio); Emin = E.min()
         ms["G_E"] = energy_metric(energy, aE, bE, D, floor=ge_floor)
         ms["G_1/p"] = inverse("G_1/p", lambda x: torch.exp(-(energy(x) - Emin)), True)   # e^{-E} relative to its max: no overflow
+    elif energy is not None:
+        aE = (ratio - 1) / (e_m - e_q); bE = 1 - aE * e_q                  # G_E(e_q) = 1, G_E(e_m) = ratio
+        ms["G_E"] = energy_metric(energy, torch.tensor(aE), torch.tensor(bE), D, floor=ge_floor)
+        b1 = 1 / (cap * ratio); a1 = 1 - b1                                  # G_1/p(e_q) = 1/(a1 + b1) = 1
+        temp = -math.log((1 / ratio - b1) / a1) / (e_m - e_q)   # G_1/p(e_m) = ratio: the energy's temperature
+        def lam_1p(x):
+            return 1.0 / (a1 * torch.exp((-temp * (energy(x) - e_q)).clamp(max=700.0)) + b1)
+        ms["G_1/p"] = Metric("G_1/p", lam_1p, True, D, dict(alpha=a1, beta=b1, temperature=temp, e_anchor=e_q))
     if rbf_K is not None: ms["G_RBF"] = inverse("G_RBF", fit_rbf(Z, min(int(rbf_K), len(Z)), rbf_kappa, seed), True)
     if land_sigma is not None: ms["G_LAND"] = inverse("G_LAND", land_h(Z, land_sigma), False)
-    for m in ms.values(): m.info["calibration"] = "G_E: min-max over S_M, S_Mbar (+ S_down), floored; inverse forms: h = 0 -> ratio, max h -> 1"
+    text = ("G_E: min-max over S_M, S_Mbar (+ S_down), floored; inverse forms: h = 0 -> ratio, max h -> 1"
+            + (" (FALLBACK: anchored impossible, the EBM does not separate data from midpoints)" if fallback else "")
+            if calibration == "minmax" or fallback
+            else f"EBM: data-energy q{anchor_q:g} -> 1, midpoint median -> {ratio:g} (G_E floored at {ge_floor}; "
+                 f"G_1/p tempered, cap {cap:g} x); kernels: h = 0 -> ratio, max h -> 1")
+    for m in ms.values(): m.info["calibration"] = text
     return ms
+
+def calibration_summary(ms: dict[str, Metric],  # metrics, from latent_metrics
+                        Z,                       # the data (n, D)
+                        n_pairs: int = 2000,     # fresh random pairs whose midpoints are scored
+                        seed: int = 0,           # their seed (use another than the calibration's)
+                       ) -> pd.DataFrame:
+    "Median lambda on the data and at straight-line midpoints of fresh pairs, and their contrast (LAND: mean diagonal)."
+    Z = torch.as_tensor(Z, dtype=torch.float64)
+    if Z.ndim != 2 or len(Z) < 2: raise ValueError(f"Z must be (n >= 2, D), got {tuple(Z.shape)}")
+    _, mid = calibration_sets(Z, n_pairs, seed)
+    rows = []
+    with torch.no_grad():
+        for n, m in ms.items():
+            if m.dim != Z.shape[1]: raise ValueError(f"metric {n!r} is {m.dim}-D but Z is {tuple(Z.shape)}")
+            ld, lm = float(m.diag(Z).mean(1).median()), float(m.diag(mid).mean(1).median())
+            rows.append(dict(metric=n, lam_data_median=ld, lam_mid_median=lm, lam_contrast=lm / ld))
+    return pd.DataFrame(rows)
+
+GATE_PLATEAU = 0.10   # autoencoder: relative loss drop over the last fifth of training at most this ("plateaued")
+GATE_AUC = 0.95       # EBM: AUC of E(midpoint) > E(data) at least this
+
+def loss_plateau(losses,                   # per-step training losses
+                 window: float = 0.2,      # fraction of the steps in each of the two windows compared
+                ) -> float:
+    "Relative drop (mean of the second-to-last window - mean of the last) / |mean of the last|: ~0 once plateaued."
+    L = np.asarray(losses, dtype=np.float64).ravel()
+    if not 0 < window <= 0.5: raise ValueError(f"window must be in (0, 0.5], got {window!r}")
+    w = int(round(window * len(L)))
+    if w < 1 or len(L) < 2 * w:
+        raise ValueError(f"need at least {math.ceil(2 / window)} losses for window {window}, got {len(L)}")
+    if not np.isfinite(L).all(): raise ValueError("losses contain NaN or inf")
+    last, prev = L[-w:].mean(), L[-2 * w:-w].mean()
+    return float((prev - last) / max(abs(last), 1e-300))
+
+def energy_auc(energy,                     # x (m, D) -> E(x)
+               Z,                          # data (n, D)
+               n_pairs: int = 500,         # random pairs whose straight-line midpoints are the off-data set
+               seed: int = 0,
+               max_data: int = 2000,       # data points compared (a random subset when n is larger)
+              ) -> float:
+    "AUC of E(midpoint) > E(data): the probability that a random midpoint has a higher energy than a random data point."
+    Z = torch.as_tensor(Z, dtype=torch.float64)
+    if Z.ndim != 2 or len(Z) < 2: raise ValueError(f"Z must be (n >= 2, D), got {tuple(Z.shape)}")
+    _, mid = calibration_sets(Z, n_pairs, seed)
+    g = torch.Generator().manual_seed(seed)
+    on = Z if len(Z) <= max_data else Z[torch.randperm(len(Z), generator=g)[:max_data]]
+    with torch.no_grad(): a, b = energy(on).double().cpu(), energy(mid).double().cpu()
+    if not (torch.isfinite(a).all() and torch.isfinite(b).all()):
+        raise ValueError("the energy is NaN or inf on the data or midpoints")
+    return float(((b[:, None] > a[None]).double() + 0.5 * (b[:, None] == a[None]).double()).mean())
+
+def training_gates(ae_losses,              # per-step autoencoder (or VAE) losses
+                   energy, Z,              # the trained energy and the data it was trained on
+                   seed: int = 0,
+                   plateau: float = GATE_PLATEAU, auc_min: float = GATE_AUC,
+                  ) -> dict:
+    "The training-quality gates of a latent pipeline: autoencoder loss plateaued and energy AUC >= auc_min."
+    rel, auc = loss_plateau(ae_losses), energy_auc(energy, Z, seed=7919 + seed)
+    L = np.asarray(ae_losses, dtype=np.float64)
+    return dict(ae_loss=float(L[-max(1, len(L) // 5):].mean()), ae_rel_drop=rel, ae_plateaued=bool(rel <= plateau),
+                energy_auc=auc, energy_separates=bool(auc >= auc_min),
+                gates_met=bool(rel <= plateau and auc >= auc_min))
 
 
 # %% ../../nbs/p11_ebm_geometry/04_evaluate.ipynb #e1a7c302
 import warnings
 from typing import Callable
 from .geodesics import path_residual, GeodesicConvergenceWarning
-from .ebm import EnergyMLP, energy_fn, train_dsm
+from .ebm import EnergyMLP, energy_fn, train_dsm, train_cd
 from .characters import rotate, shortest_arc
 from .autoencoder import train_char_ae, encode_images, _angle_diff
 
@@ -106,21 +206,37 @@ ROTATION_METRICS = ["linear", "G_E", "G_1/p", "G_RBF", "G_LAND"]
 def rotation_experiment(data: dict,              # rotated_characters / rotated_mnist output: images (n, s, s), labels, angles
                         base: Callable,          # label k -> the unrotated base image (PIL), rotated for the ground truth
                         seed: int,               # autoencoder, EBM and pairs
-                        latent: int = 8, ae_steps: int = 300,                 # triplet autoencoder
+                        latent: int = 8, ae_steps: int = 300, ae_lr: float = 1e-3,   # triplet autoencoder
+                        ae_schedule: str = "constant",
                         ebm_steps: int = 1500, dsm_sigma: float = 0.2, ebm_width: int = 64, ebm_depth: int = 3,  # DSM EBM
+                        dsm_lr: float = 1e-3,
+                        ebm_trainer: str = "dsm",  # "dsm" (denoising score matching) | "cd" (the paper's CD)
                         n_pairs: int = 12, T: int = 16, min_angle: float = 60.0,  # endpoint pairs: same label, >= min_angle apart
                         geo_steps: int = 100, geo_restarts: int = 10, geo_levels: int = 1, gtol: float = 1e-3,  # solver
+                        graph_start: bool = True,  # also start from the kNN-graph Dijkstra path (best of starts)
+                        truth_start: tuple = ("G_E", "G_RBF"),  # also solved from the encoded true rotation (a check)
                         land_sigma: float = 0.4, rbf_K: int = 300, rbf_kappa: float = 0.75,
+                        calibration: str = "anchored",
                         device: str = "cpu", n_strips: int = 2,
                        ) -> tuple[pd.DataFrame, dict, dict]:
     "One seed of the rotation experiment (Table 8 protocol): per-pair scores, decoded strips, training diagnostics."
+    if ebm_trainer not in ("dsm", "cd"): raise ValueError(f"ebm_trainer must be 'dsm' or 'cd', got {ebm_trainer!r}")
     labels, angles = np.asarray(data["labels"]), np.asarray(data["angles"])
-    ae, ae_loss = train_char_ae(data, latent=latent, steps=ae_steps, batch=128, seed=seed, device=device)
+    ae, ae_loss = train_char_ae(data, latent=latent, steps=ae_steps, batch=128, lr=ae_lr, seed=seed, device=device,
+                                 schedule=ae_schedule)
     Z = encode_images(ae, data["images"]); mu, sd = Z.mean(0), Z.std()
     Zs = (Z - mu) / sd                                                  # standardised latents: the data space
     model = EnergyMLP(dim=latent, width=ebm_width, depth=ebm_depth)
-    log = train_dsm(Zs, model, steps=ebm_steps, sigma=dsm_sigma, lr=1e-3, seed=seed, device=device)
-    ms = latent_metrics(Zs, energy_fn(model.double()), land_sigma=land_sigma, rbf_K=rbf_K, rbf_kappa=rbf_kappa, seed=seed)
+    if ebm_trainer == "dsm":
+        log = train_dsm(Zs, model, steps=ebm_steps, sigma=dsm_sigma, lr=dsm_lr, seed=seed, device=device)
+    else:                                                               # Algorithm 2: L = 100, alpha = 1, sigma = 1e-2
+        log = train_cd(Zs, model, steps=ebm_steps, seed=seed, device=device)
+    E = energy_fn(model.double())
+    gates = training_gates(ae_loss, E, Zs, seed=seed)
+    ms = latent_metrics(Zs, E, land_sigma=land_sigma, rbf_K=rbf_K, rbf_kappa=rbf_kappa, seed=seed,
+                        calibration=calibration,
+                        unseparated="minmax")
+    calib = calibration_summary(ms, Zs, seed=4242 + seed)
     rng = np.random.default_rng(10_000 + seed)
     L, A = torch.as_tensor(labels), torch.as_tensor(angles)
     i = torch.as_tensor(rng.choice(len(Zs), n_pairs, replace=False)); j = []
@@ -132,14 +248,18 @@ def rotation_experiment(data: dict,              # rotated_characters / rotated_
     true = torch.as_tensor(np.stack([np.stack([rotate(base(int(L[a])), t, False)                  # the true rotated images
                                                for t in shortest_arc(float(A[a]), float(A[b]), T)]) for a, b in zip(i, j)]))
     R = (encode_images(ae, true.reshape(-1, *true.shape[2:]).numpy()).reshape(n_pairs, T + 1, -1) - mu) / sd  # ground truth, standardised
-    paths, conv = {}, {}
+    R[:, 0], R[:, -1] = Zs[i], Zs[j]                                    # the truth start must join the pair's endpoints
+    paths, info, nan = {}, {}, np.full(n_pairs, np.nan)
+    kw = dict(T=T, steps=geo_steps, restarts=geo_restarts, levels=geo_levels, gtol=gtol, device=device)
     for n, m in ms.items():
-        if n == "linear": paths[n] = lerp_path(Zs[i], Zs[j], T); conv[n] = np.full(n_pairs, np.nan); continue
+        if n == "linear": paths[n] = lerp_path(Zs[i], Zs[j], T); continue
         with warnings.catch_warnings():                                 # counted below per pair, not hidden
             warnings.simplefilter("ignore", GeodesicConvergenceWarning)
-            paths[n] = geodesic_path(Zs[i], Zs[j], m, T=T, steps=geo_steps, restarts=geo_restarts, levels=geo_levels,
-                                     gtol=gtol, device=device)
-        conv[n] = (path_residual(paths[n], m) <= gtol).double().numpy()
+            paths[n], info[n] = geodesic_path(Zs[i], Zs[j], m, graph=Zs if graph_start else None, return_info=True,
+                                              **kw)
+            if n in truth_start:
+                _, it = geodesic_path(Zs[i], Zs[j], m, init=R, return_info=True, **kw)
+                info[n]["energy_truth"] = it["best_energy"]
     with torch.no_grad():
         dev_ae = next(ae.parameters()).device
         dec = {n: ae.decode((P.reshape(-1, latent) * sd + mu).float().to(dev_ae)).cpu().reshape(n_pairs, T + 1, ae.size, ae.size).double()
@@ -148,21 +268,40 @@ def rotation_experiment(data: dict,              # rotated_characters / rotated_
     for n, P in paths.items():
         dr, gr = d_rmse(P, Zs), gamma_rmse(P, R)
         px = ((dec[n] - true) ** 2).mean((-1, -2)).mean(-1).sqrt()       # pixel RMSE of decoded path vs true rotation
+        f = info.get(n)
         for k in range(n_pairs):
-            rows.append(dict(seed=seed, pair=k, metric=n, d_rmse=float(dr[k]), gamma_rmse=float(gr[k]), pixel_rmse=float(px[k]),
-                             angle_diff=float(_angle_diff(A[i[k]], A[j[k]])), converged=float(conv[n][k])))
+            r = dict(seed=seed, pair=k, metric=n, d_rmse=float(dr[k]), gamma_rmse=float(gr[k]), pixel_rmse=float(px[k]),
+                     angle_diff=float(_angle_diff(A[i[k]], A[j[k]])), converged=nan[k], energy=nan[k],
+                     energy_line=nan[k],
+                     energy_truth=nan[k], best_start="", graph_found=nan[k])
+            if f is not None:
+                r.update(converged=float(f["stationary"][k]), energy=float(f["best_energy"][k]),
+                         energy_line=float(f["energy"]["line"][k]), best_start=f["best"][k],
+                         energy_truth=float(f["energy_truth"][k]) if "energy_truth" in f else np.nan,
+                         graph_found=float(f["graph_found"][k]) if f["graph_found"] is not None else np.nan)
+            rows.append(r)
     strips = {"true": true[:n_strips].numpy(), **{n: v[:n_strips].numpy() for n, v in dec.items()}}
-    return pd.DataFrame(rows), strips, dict(ae_loss=float(np.mean(ae_loss[-20:])), dsm_loss=float(np.mean(log.loss[-50:])),
-                                            ref_d_rmse=float(d_rmse(R, Zs).mean()))
+    diag = dict(ae_loss=float(np.mean(ae_loss[-20:])), dsm_loss=float(np.mean(log.loss[-50:])),
+                ref_d_rmse=float(d_rmse(R, Zs).mean()), gates=gates, calibration=calib.assign(seed=seed))
+    return pd.DataFrame(rows), strips, diag
 
 def rotation_table(raw: pd.DataFrame,           # per-pair rows of rotation_experiment over seeds
                    paper: dict | None = None,   # metric -> (D-RMSE, gamma-RMSE) of the paper's Table 8
+                   calib: pd.DataFrame | None = None,  # calibration_summary rows of every seed (with a seed column)
+                   gates: dict | None = None,   # seed -> training_gates
                   ) -> tuple[pd.DataFrame, pd.DataFrame]:
     "Per-seed means over pairs, and the table of their mean and SE over seeds (with the paper's values beside)."
     cols = ["d_rmse", "gamma_rmse", "pixel_rmse", "converged"]
     miss = set(cols + ["metric", "seed"]) - set(raw.columns)
     if miss: raise ValueError(f"raw lacks columns {sorted(miss)}")
-    seed_means = raw.groupby(["metric", "seed"])[cols].mean()
+    raw = raw.copy()
+    extra = []
+    if {"energy", "energy_line", "best_start"} <= set(raw.columns):  # best of starts: gain over the straight-line start
+        raw["line_gap"] = raw.energy_line / raw.energy - 1
+        raw["graph_best"] = (raw.best_start == "graph").astype(float)
+        raw.loc[raw.best_start == "", "graph_best"] = np.nan
+        extra = ["energy", "line_gap", "graph_best"]
+    seed_means = raw.groupby(["metric", "seed"])[cols + extra].mean()
     g = seed_means.groupby("metric"); n_seeds = raw.seed.nunique()
     tab = g.mean().add_suffix("_mean").join(g.std(ddof=1).div(np.sqrt(n_seeds)).add_suffix("_se"))
     tab = tab.reindex([m for m in ROTATION_METRICS if m in tab.index]).reset_index()
@@ -170,6 +309,17 @@ def rotation_table(raw: pd.DataFrame,           # per-pair rows of rotation_expe
     tab["converged_frac"] = tab.converged_mean                            # fraction of pairs whose solve reached gtol
     out = ["metric", "d_rmse_mean", "d_rmse_se", "gamma_rmse_mean", "gamma_rmse_se", "pixel_rmse_mean", "pixel_rmse_se",
            "d_rmse_over_linear", "converged_frac"]
+    if extra:                                            # stationary (converged_frac) and best of starts apart
+        tab["best_energy_mean"], tab["graph_best_frac"] = tab.energy_mean, tab.graph_best_mean
+        out += ["best_energy_mean", "line_gap_mean", "graph_best_frac"]
+    if calib is not None:                                # median lambda on data / midpoints, mean over seeds
+        c = calib.groupby("metric")[["lam_data_median", "lam_mid_median", "lam_contrast"]].mean()
+        tab = tab.join(c, on="metric"); out += ["lam_data_median", "lam_mid_median", "lam_contrast"]
+    if gates is not None:                                                # the training gates, the worst seed's
+        tab["ae_rel_drop_max"] = max(g["ae_rel_drop"] for g in gates.values())
+        tab["energy_auc_min"] = min(g["energy_auc"] for g in gates.values())
+        tab["gates_met"] = all(g["gates_met"] for g in gates.values())
+        out += ["ae_rel_drop_max", "energy_auc_min", "gates_met"]
     if paper is not None:
         tab["paper_d_rmse"] = [paper[m][0] for m in tab.metric]; tab["paper_gamma_rmse"] = [paper[m][1] for m in tab.metric]
         tab["paper_d_rmse_over_linear"] = tab.paper_d_rmse / paper["linear"][0]
@@ -181,6 +331,7 @@ def rotation_claims(seed_means: pd.DataFrame,  # per-seed means, from rotation_t
                     label: str = "URC",        # data set named in each claim
                     paper_prefix: str = "",    # put before each paper value (e.g. when the paper has no run on these data)
                     min_seeds: int = 3,        # fewer seeds: every verdict "not comparable"
+                    gates: dict | None = None,  # seed -> training_gates: recorded with every claim (its precondition)
                    ) -> list[dict]:
     "The five pre-registered Table-8 claims as keyword dicts for core.record_claim (criteria in 12_tab_rotated_chars)."
     seeds = sorted(seed_means.index.get_level_values("seed").unique().tolist()); judge = len(seeds) >= min_seeds
@@ -220,4 +371,39 @@ def rotation_claims(seed_means: pd.DataFrame,  # per-seed means, from rotation_t
     out.append(dict(id="pixel_ge_vs_linear", statement=f"{label}: decoded G_E paths look like the true rotation more than decoded linear paths (Fig. 4, qualitative)",
                     paper="qualitative", ours=f"pixel RMSE G_E {T_.loc['G_E', 'pixel_rmse_mean']:.3f} vs linear {T_.loc['linear', 'pixel_rmse_mean']:.3f} (diff {m_:.3f} ± {se_:.3f} SE)",
                     criterion="paired per-seed diff + 2 SE < 0", verdict=grade(int(ok), 1), seeds=seeds))
+    if gates is not None:                       # the training gates, the precondition of every verdict above
+        gv = gate_values(gates)
+        for c in out: c.update(gv)
+    return out
+
+def gate_values(gates: dict,                    # seed (or any key) -> training_gates
+               ) -> dict:
+    "The quantities a gated claim records: every seed met the gates, the worst loss drop and the worst energy AUC."
+    if not gates: raise ValueError("gates must name at least one seed's training_gates")
+    return dict(training_gates_met=all(g["gates_met"] for g in gates.values()),
+                ae_rel_drop_max=max(g["ae_rel_drop"] for g in gates.values()),
+                energy_auc_min=min(g["energy_auc"] for g in gates.values()))
+
+def rotation_checks(raw: pd.DataFrame,          # per-pair rows of rotation_experiment over seeds
+                    calib: pd.DataFrame,        # calibration_summary rows of every seed
+                    label: str = "URC",
+                    tol: float = 1e-3,          # "no worse" than the truth start: energy within this relative tolerance
+                   ) -> list[dict]:
+    "Implementation checks (kind check): the calibration on target, and the RBF best of starts against the truth start."
+    out = []
+    c = calib[calib.metric.isin(["G_E", "G_1/p"])]
+    ok = bool(((c.lam_data_median / 1).between(0.5, 2) & (c.lam_mid_median / 1e3).between(0.5, 2)).all())
+    med = c.groupby("metric")[["lam_data_median", "lam_mid_median"]].median()
+    out.append(dict(id="calibration_on_target", paper="lambda ~ 1 on the data, ~ 10^3 off it (Supp. C.1)",
+                    ours="; ".join(f"{m}: median lambda data {r.lam_data_median:.3g}, midpoints {r.lam_mid_median:.4g}"
+                                   for m, r in med.iterrows()) + " (median over seeds)",
+                    verdict="reproduced" if ok else "not reproduced"))
+    r = raw[(raw.metric == "G_RBF") & raw.energy_truth.notna()]
+    if len(r):
+        good = r.energy <= r.energy_truth * (1 + tol)
+        n_line = int((r.energy_line <= r.energy_truth * (1 + tol)).sum())
+        out.append(dict(id="rbf_best_start_vs_truth", paper="ours (issue 29 item 3)",
+                        ours=f"best of starts no worse than the truth start on {int(good.sum())}/{len(r)} RBF pairs "
+                             f"({good.mean():.2f}; straight-line start alone {n_line}/{len(r)})",
+                        verdict="reproduced" if good.mean() >= 10 / 12 else "not reproduced"))
     return out

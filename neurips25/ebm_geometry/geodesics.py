@@ -4,14 +4,15 @@
 from __future__ import annotations
 import math
 import warnings
+import numpy as np
 import torch
 from ..core import get_device, progress
 from .metrics import Metric
 
 # %% auto #0
 __all__ = ['RULES', 'path_energy', 'path_length', 'lerp_path', 'data_bounds', 'GeodesicConvergenceWarning', 'path_residual',
-           'resample_path', 'geodesic_path', 'grad_log_lambda', 'geodesic_rhs', 'shoot', 'verify_geodesic',
-           'riemannian_speed', 'turning_angle', 'path_stats']
+           'resample_path', 'graph_path', 'geodesic_path', 'grad_log_lambda', 'geodesic_rhs', 'shoot',
+           'verify_geodesic', 'riemannian_speed', 'turning_angle', 'path_stats']
 
 # %% ../../nbs/p11_ebm_geometry/02_geodesics.ipynb #ebe8f0bb
 RULES = ("left", "sym")
@@ -44,6 +45,9 @@ def path_length(path, metric: Metric, rule: str = "sym") -> torch.Tensor:
 def lerp_path(x0, x1, T: int = 64) -> torch.Tensor:
     "Straight-line paths (B, T+1, D) between endpoint batches (B, D)."
     x0, x1 = torch.as_tensor(x0), torch.as_tensor(x1)
+    if x0.ndim != 2 or x0.shape != x1.shape:
+        raise ValueError(f"x0 and x1 must both be (B, D) of the same shape, got {tuple(x0.shape)} and "
+                         f"{tuple(x1.shape)}")
     t = torch.linspace(0, 1, T + 1, dtype=x0.dtype, device=x0.device)[None, :, None]
     return (1 - t) * x0[:, None] + t * x1[:, None]
 
@@ -91,44 +95,16 @@ def _minimise(x0, x1, inner, metric, steps, method, lr, rule):
             opt.zero_grad(); loss = path_energy(full(), metric, rule).sum(); loss.backward(); opt.step()
     return inner.detach()
 
-def geodesic_path(x0, x1,                      # endpoint batches (B, D) (or single points (D,))
-                  metric: Metric,
-                  T: int = 64,                  # number of segments (paper: 100 time steps)
-                  steps: int = 300,             # L-BFGS iterations / Adam steps of one solve
-                  method: str = "lbfgs",        # "lbfgs" | "adam"
-                  lr: float = 1e-2,             # Adam learning rate
-                  rule: str = "sym",
-                  init=None,                    # initial paths (B, T'+1, D), resampled to the first level; default straight lines
-                  bounds=None,                  # (lo, hi) data range: endpoints outside are an error
-                  device=None,                  # default core.get_device("auto")
-                  dtype=torch.float64,
-                  gtol: float | None = 1e-3,    # convergence: path_residual <= gtol (None: no check, no restarts)
-                  restarts: int = 10,           # re-solve each pair still above gtol on its own, up to this many more times
-                  levels: int = 0,              # coarse-to-fine: first solve at ~T/2^levels segments, then upsample
-                 ) -> torch.Tensor:
-    "Minimise the discrete path energy over the interior points; returns the optimised paths (B, T+1, D) on CPU."
-    x0, x1 = torch.as_tensor(x0, dtype=dtype), torch.as_tensor(x1, dtype=dtype)
-    if x0.ndim == 1: x0, x1 = x0[None], x1[None]
-    if x0.shape != x1.shape or x0.ndim != 2 or x0.shape[1] != metric.dim:
-        raise ValueError(f"x0 and x1 must both have shape (B, {metric.dim}), got {tuple(x0.shape)} and {tuple(x1.shape)}")
-    if not (torch.isfinite(x0).all() and torch.isfinite(x1).all()): raise ValueError("endpoints contain NaN or inf")
-    if not isinstance(T, int) or T < 2: raise ValueError(f"T must be an int >= 2, got {T!r}")
-    if method not in ("lbfgs", "adam"): raise ValueError(f"method must be 'lbfgs' or 'adam', got {method!r}")
-    if not isinstance(restarts, int) or restarts < 0: raise ValueError(f"restarts must be an int >= 0, got {restarts!r}")
-    if not isinstance(levels, int) or levels < 0: raise ValueError(f"levels must be an int >= 0, got {levels!r}")
-    if bounds is not None:
-        lo, hi = (torch.as_tensor(b, dtype=dtype) for b in bounds)
-        out = ((x0 < lo) | (x0 > hi) | (x1 < lo) | (x1 > hi)).any(1)
-        if out.any(): raise ValueError(f"{int(out.sum())} endpoint pair(s) outside the data range [{lo.tolist()}, {hi.tolist()}]")
-    dev = get_device("auto") if device is None else torch.device(device)
-    x0, x1 = x0.to(dev), x1.to(dev)
+def _solve(x0, x1, metric, T, steps, method, lr, rule, init, dev, dtype, gtol, restarts, levels):
+    "One start of `geodesic_path`: batched solve, per-pair restarts, coarse-to-fine; paths (B, T+1, D) on `dev`."
     grid = [T]                                   # coarse-to-fine schedule: ..., ceil(T/4), ceil(T/2), T (each >= 2)
     for _ in range(levels): grid.insert(0, max(2, math.ceil(grid[0] / 2)))
     grid = sorted(set(grid))
     if init is None: P = lerp_path(x0, x1, grid[0])
     else:
         P0 = _check_path(init).to(dev, dtype)
-        if P0.shape[0] != x0.shape[0] or P0.shape[2] != x0.shape[1]: raise ValueError(f"init must have shape {(x0.shape[0], T + 1, x0.shape[1])}, got {tuple(P0.shape)}")
+        if P0.shape[0] != x0.shape[0] or P0.shape[2] != x0.shape[1]:
+            raise ValueError(f"init must have shape {(x0.shape[0], T + 1, x0.shape[1])}, got {tuple(P0.shape)}")
         P = P0 if P0.shape[1] == grid[0] + 1 else resample_path(P0, grid[0])
     for Tl in grid:
         if P.shape[1] != Tl + 1: P = resample_path(P, Tl)           # upsample the coarser solution as the start
@@ -146,9 +122,112 @@ def geodesic_path(x0, x1,                      # endpoint batches (B, D) (or sin
             moved = torch.zeros(len(x0), dtype=torch.bool, device=dev); moved[active] = (E1 - E0).abs() > 1e-12 * E0  # frozen pairs (a kink, a
             r = path_residual(P, metric, rule); active = torch.nonzero(~(r <= gtol) & moved).ravel()        # failed line search) stop
             if len(active) == 0: break
-    P = P.detach()
+    return P.detach()
+
+def graph_path(x0, x1,                 # endpoint batches (B, D)
+               X,                      # data (n, D): the graph's nodes, with the endpoints
+               metric: Metric,
+               T: int = 64,            # segments of the returned paths
+               knn: int = 10,          # neighbours per node (symmetrised)
+               chunk: int = 2048,
+              ) -> tuple[torch.Tensor, torch.Tensor]:
+    "kNN-graph shortest paths (Dijkstra, edge = Riemannian length at the midpoint); (paths (B, T+1, D), found (B,))."
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import dijkstra
+    x0, x1 = torch.as_tensor(x0, dtype=torch.float64), torch.as_tensor(x1, dtype=torch.float64)
+    if x0.ndim == 1: x0, x1 = x0[None], x1[None]
+    X = torch.as_tensor(X, dtype=torch.float64).cpu()
+    if X.ndim != 2 or x0.ndim != 2 or x0.shape != x1.shape or X.shape[1] != x0.shape[1]:
+        raise ValueError(f"X must be (n, D) and x0, x1 (B, D) with the same D, got {tuple(X.shape)}, {tuple(x0.shape)} "
+                         f"and {tuple(x1.shape)}")
+    if not isinstance(knn, int) or knn < 1: raise ValueError(f"knn must be an int >= 1, got {knn!r}")
+    if not isinstance(T, int) or T < 1: raise ValueError(f"T must be a positive int, got {T!r}")
+    if not torch.isfinite(X).all(): raise ValueError("X contains NaN or inf")
+    B, n = len(x0), len(X)
+    V = torch.cat([X, x0.cpu(), x1.cpu()])                       # nodes: data, then the B sources, then the B targets
+    k = min(knn, n - 1) if n > 1 else 1
+    rows, cols = [], []
+    for s in range(0, len(V), chunk):                            # k nearest data points of every node
+        d = torch.cdist(V[s:s + chunk], X)
+        idx = torch.arange(s, min(s + chunk, len(V)))
+        d[idx[idx < n] - s, idx[idx < n]] = float("inf")         # no self-loops
+        nb = d.topk(k, largest=False).indices
+        rows.append(idx[:, None].expand(-1, k).reshape(-1)); cols.append(nb.reshape(-1))
+    r, c = torch.cat(rows), torch.cat(cols)
+    with torch.no_grad():
+        g = torch.cat([metric.diag((0.5 * (V[r[s:s + 65536]] + V[c[s:s + 65536]]))) for s in range(0, len(r), 65536)])
+    w = (g * (V[r] - V[c]) ** 2).sum(-1).sqrt().clamp_min(1e-300).numpy()  # edge length sqrt(dx^T G(mid) dx)
+    A = coo_matrix((w, (r.numpy(), c.numpy())), shape=(len(V), len(V))).tocsr()
+    A = A.maximum(A.T)                                           # undirected
+    dist, pred = dijkstra(A, directed=False, indices=np.arange(n, n + B), return_predecessors=True)
+    out, found = lerp_path(x0, x1, T).clone(), torch.zeros(B, dtype=torch.bool)
+    for b in range(B):
+        tgt = n + B + b
+        if not np.isfinite(dist[b, tgt]): continue               # unreachable: the straight line stays, found = False
+        seq = [tgt]
+        while seq[-1] != n + b: seq.append(pred[b, seq[-1]])
+        pts = V[seq[::-1]]
+        seg = torch.cat([torch.zeros(1, dtype=torch.float64), torch.as_tensor(
+            [A[seq[::-1][i], seq[::-1][i + 1]] for i in range(len(seq) - 1)], dtype=torch.float64)]).cumsum(0)
+        tq = torch.linspace(0, float(seg[-1]), T + 1, dtype=torch.float64)   # uniform in Riemannian arc length
+        cols = [np.interp(tq.numpy(), seg.numpy(), pts[:, j].numpy()) for j in range(pts.shape[1])]
+        out[b] = torch.as_tensor(np.stack(cols, 1))
+        out[b, 0], out[b, -1] = x0[b], x1[b]
+        found[b] = True
+    return out, found
+
+def geodesic_path(x0, x1,                      # endpoint batches (B, D) (or single points (D,))
+                  metric: Metric,
+                  T: int = 64,                  # number of segments (paper: 100 time steps)
+                  steps: int = 300,             # L-BFGS iterations / Adam steps of one solve
+                  method: str = "lbfgs",        # "lbfgs" | "adam"
+                  lr: float = 1e-2,             # Adam learning rate
+                  rule: str = "sym",
+                  init=None,                    # initial paths (B, T'+1, D), resampled to the first level; default straight lines
+                  bounds=None,                  # (lo, hi) data range: endpoints outside are an error
+                  device=None,                  # default core.get_device("auto")
+                  dtype=torch.float64,
+                  gtol: float | None = 1e-3,    # convergence: path_residual <= gtol (None: no check, no restarts)
+                  restarts: int = 10,           # re-solve each pair still above gtol on its own, up to this many more times
+                  levels: int = 0,              # coarse-to-fine: first solve at ~T/2^levels segments, then upsample
+                  graph=None,                   # data (n, D): also start from the kNN-graph Dijkstra path (graph_path)
+                  knn: int = 10,                # neighbours of that graph
+                  starts: dict | None = None,   # further named starting paths {name: (B, T'+1, D)}
+                  return_info: bool = False,    # also return the per-start energies, the chosen start, the residuals
+                 ):
+    "Minimise the discrete path energy from one or several starts, keeping each pair's lowest; paths (B, T+1, D)."
+    x0, x1 = torch.as_tensor(x0, dtype=dtype), torch.as_tensor(x1, dtype=dtype)
+    if x0.ndim == 1: x0, x1 = x0[None], x1[None]
+    if x0.shape != x1.shape or x0.ndim != 2 or x0.shape[1] != metric.dim:
+        raise ValueError(f"x0 and x1 must both have shape (B, {metric.dim}), got {tuple(x0.shape)} and {tuple(x1.shape)}")
+    if not (torch.isfinite(x0).all() and torch.isfinite(x1).all()): raise ValueError("endpoints contain NaN or inf")
+    if not isinstance(T, int) or T < 2: raise ValueError(f"T must be an int >= 2, got {T!r}")
+    if method not in ("lbfgs", "adam"): raise ValueError(f"method must be 'lbfgs' or 'adam', got {method!r}")
+    if not isinstance(restarts, int) or restarts < 0: raise ValueError(f"restarts must be an int >= 0, got {restarts!r}")
+    if not isinstance(levels, int) or levels < 0: raise ValueError(f"levels must be an int >= 0, got {levels!r}")
+    if starts is not None and (not isinstance(starts, dict) or {"line", "init", "graph"} & set(starts)):
+        raise ValueError(f"starts must be a dict of named paths other than 'line', 'init', 'graph', got {starts!r:.80}")
+    if bounds is not None:
+        lo, hi = (torch.as_tensor(b, dtype=dtype) for b in bounds)
+        out = ((x0 < lo) | (x0 > hi) | (x1 < lo) | (x1 > hi)).any(1)
+        if out.any(): raise ValueError(f"{int(out.sum())} endpoint pair(s) outside the data range [{lo.tolist()}, {hi.tolist()}]")
+    dev = get_device("auto") if device is None else torch.device(device)
+    x0, x1 = x0.to(dev), x1.to(dev)
+    inits = {"line" if init is None else "init": init}
+    found = None
+    if graph is not None:
+        inits["graph"], found = graph_path(x0.cpu(), x1.cpu(), graph, metric, T=T, knn=knn)
+    inits.update(starts or {})
+    sols, energy = {}, {}
+    for name, P0 in inits.items():
+        sols[name] = _solve(x0, x1, metric, T, steps, method, lr, rule, P0, dev, dtype, gtol, restarts, levels)
+        with torch.no_grad(): energy[name] = path_energy(sols[name], metric, rule).cpu()
+    names = list(sols)
+    Es = torch.stack([energy[n] for n in names])                        # (n_starts, B)
+    best = Es.nan_to_num(float("inf")).argmin(0)
+    P = torch.stack([sols[n] for n in names])[best.to(dev), torch.arange(len(x0), device=dev)].detach()
+    r = path_residual(P, metric, rule).cpu() if gtol is not None else None
     if gtol is not None:
-        r = path_residual(P, metric, rule)
         bad = torch.nonzero(~(r <= gtol)).ravel().tolist()
         if bad:
             shown = ", ".join(map(str, bad[:20])) + (", ..." if len(bad) > 20 else "")
@@ -156,7 +235,11 @@ def geodesic_path(x0, x1,                      # endpoint batches (B, D) (or sin
                           f"(relative gradient residual > {gtol:g}; max {float(r.nan_to_num(float('inf')).max()):.3g}): "
                           f"pairs [{shown}]. Raise `steps` or `restarts`, try `levels`, or check the metric.",
                           GeodesicConvergenceWarning, stacklevel=2)
-    return P.cpu()
+    if not return_info: return P.cpu()
+    info = dict(energy=energy, best=[names[int(b)] for b in best], best_energy=Es.gather(0, best[None])[0],
+                residual=r, stationary=None if r is None else (r <= gtol), graph_found=found)
+    return P.cpu(), info
+
 
 # %% ../../nbs/p11_ebm_geometry/02_geodesics.ipynb #baa47880
 def grad_log_lambda(x: torch.Tensor, metric: Metric) -> torch.Tensor:

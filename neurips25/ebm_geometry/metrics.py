@@ -23,6 +23,16 @@ FORMS = ("direct", "inverse")
 def _check_form(form):
     if form not in FORMS: raise ValueError(f"form must be one of {FORMS}, got {form!r}")
 
+def _check_ratio(ratio):
+    "The target contrast lambda off / lambda on: a finite number above 1 (inf would give alpha = inf, beta = -inf)."
+    try:
+        r = float(ratio)
+    except (TypeError, ValueError):
+        raise ValueError(f"ratio must be a finite number > 1, got {ratio!r}") from None
+    if not (math.isfinite(r) and r > 1):
+        raise ValueError(f"ratio must be a finite number > 1, got {ratio!r}")
+    return r
+
 def calibrate(h_on: torch.Tensor,     # h on the data S_M, shape (n,) or (n, D)
               h_off: torch.Tensor,    # h off the data S_Mbar (straight-line midpoints), same trailing shape
               form: str = "direct",   # "direct": lambda = alpha h + beta;  "inverse": lambda = 1/(alpha h + beta)
@@ -31,9 +41,12 @@ def calibrate(h_on: torch.Tensor,     # h on the data S_M, shape (n,) or (n, D)
     "Paper-mode calibration (mean-based reading of Supp. C.1): mean lambda-targets 1 on S_M and `ratio` on S_Mbar."
     _check_form(form)
     h_on, h_off = torch.as_tensor(h_on), torch.as_tensor(h_off)
+    ratio = _check_ratio(ratio)
+    if h_on.ndim not in (1, 2) or h_off.ndim not in (1, 2) or h_on.shape[1:] != h_off.shape[1:]:
+        raise ValueError(f"h_on and h_off must be (n,) or (n, D) with the same trailing shape, got "
+                         f"{tuple(h_on.shape)} and {tuple(h_off.shape)}")
     if h_on.numel() == 0 or h_off.numel() == 0: raise ValueError("calibration sets must be non-empty")
     if not (torch.isfinite(h_on).all() and torch.isfinite(h_off).all()): raise ValueError("h contains NaN or inf")
-    if not ratio > 1: raise ValueError(f"ratio must exceed 1, got {ratio}")
     a, b = h_on.mean(0), h_off.mean(0)
     t_on, t_off = (1.0, ratio) if form == "direct" else (1.0, 1.0 / ratio)  # targets for alpha h + beta
     if (a - b).abs().min() <= 1e-12 * (a.abs().max() + b.abs().max() + 1e-300):
@@ -54,7 +67,8 @@ def calibrate_grid(h_grid: torch.Tensor,  # h on a fixed grid, shape (n,) or (n,
                   ) -> tuple[torch.Tensor, torch.Tensor]:
     "Code-mode calibration: min-max h over the grid onto [0, ratio] + 1 (direct) or onto [1/ratio, 1] (inverse)."
     _check_form(form)
-    h = torch.as_tensor(h_grid)
+    h = torch.as_tensor(h_grid); ratio = _check_ratio(ratio)
+    if h.ndim not in (1, 2): raise ValueError(f"h_grid must be (n,) or (n, D), got shape {tuple(h.shape)}")
     if h.shape[0] < 2: raise ValueError("the calibration grid needs at least 2 points")
     if not torch.isfinite(h).all(): raise ValueError("h contains NaN or inf on the grid")
     lo, hi = h.min(0).values, h.max(0).values
