@@ -7,7 +7,7 @@ from scipy import ndimage as ndi
 from .metrics import _check_spacing
 
 # %% auto #0
-__all__ = ['oracle_segment']
+__all__ = ['REFERENCES', 'oracle_segment', 'reference_masks']
 
 # %% ../../nbs/p06_care/03_segment.ipynb #30837c81
 def oracle_segment(rec: np.ndarray,         # reconstructed image (same units as `ref`, e.g. HU)
@@ -39,3 +39,21 @@ def oracle_segment(rec: np.ndarray,         # reconstructed image (same units as
         win = cost < best
         out[win] = l; best[win] = cost[win]
     return out
+
+# %% ../../nbs/p06_care/03_segment.ipynb #5d1e2327
+REFERENCES = ("segmenter", "labels")
+
+def reference_masks(reference: str,                  # "segmenter" (the paper: its output on the GT image) | "labels"
+                    gt_labels: np.ndarray,           # the phantom's label map
+                    segmented_gt: np.ndarray | None = None,  # the segmenter's labels on the ground-truth image
+                   ) -> np.ndarray:
+    "The label map a segmentation is scored against, under the paper's (`segmenter`) or the labels protocol."
+    if reference not in REFERENCES: raise ValueError(f"reference must be 'segmenter' or 'labels', got {reference!r}")
+    gt = np.asarray(gt_labels)
+    if reference == "labels": return gt
+    if segmented_gt is None:
+        raise ValueError("reference='segmenter' needs segmented_gt: the segmenter's output on the ground-truth image")
+    s = np.asarray(segmented_gt)
+    if s.shape != gt.shape: raise ValueError(f"segmented_gt has shape {s.shape}, the label map {gt.shape}")
+    if not np.issubdtype(s.dtype, np.integer): raise ValueError("segmented_gt must be an integer label map")
+    return s

@@ -54,18 +54,34 @@ def train_segmenter(images_hu: torch.Tensor,   # (B, 1, H, W) ground-truth image
                     lr: float = 1e-2,
                     width: int = 16, depth: int = 2,
                     seed: int = 0,
+                    batch_size: int | None = None,  # None: full batch (as before); else random minibatches
+                    noise_hu: float = 0.0,     # augmentation: add N(0, σ²) HU with σ ~ U(0, noise_hu) per image and step
                    ) -> tuple[UNet, list]:
     "Train a U-Net segmenter with cross-entropy; returns the frozen model and the loss history."
     _check_images(images_hu, "images_hu")
     if images_hu.ndim != 4 or labels.shape != (images_hu.shape[0], *images_hu.shape[2:]):
         raise ValueError("images must be (B, 1, H, W) and labels (B, H, W)")
     if labels.min() < 0 or labels.max() >= N_CLASSES: raise ValueError(f"labels out of range 0..{N_CLASSES - 1}")
+    if batch_size is not None and not (isinstance(batch_size, int) and batch_size >= 1):
+        raise ValueError(f"batch_size must be None or an integer >= 1, got {batch_size!r}")
+    if not (np.isfinite(noise_hu) and noise_hu >= 0): raise ValueError(f"noise_hu must be >= 0 HU, got {noise_hu}")
     torch.manual_seed(seed)
     model = UNet(1, N_CLASSES, width, depth).to(images_hu.device)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     x = hu_to_input(images_hu); hist = []
+    plain = batch_size is None and noise_hu == 0                          # the original full-batch loop
+    g = torch.Generator(device=images_hu.device).manual_seed(seed)
     for _ in progress(range(steps), desc="segmenter"):
-        loss = F.cross_entropy(model(x), labels)
+        if plain:
+            loss = F.cross_entropy(model(x), labels)
+        else:
+            idx = (torch.randint(0, images_hu.shape[0], (batch_size,), generator=g, device=images_hu.device)
+                   if batch_size is not None else torch.arange(images_hu.shape[0], device=images_hu.device))
+            xb = images_hu[idx]
+            if noise_hu > 0:                                                # nnU-Net-style Gaussian noise augmentation
+                sig = noise_hu * torch.rand((len(idx), 1, 1, 1), generator=g, device=xb.device)
+                xb = xb + sig * torch.randn(xb.shape, generator=g, device=xb.device)
+            loss = F.cross_entropy(model(hu_to_input(xb)), labels[idx])
         opt.zero_grad(); loss.backward(); opt.step(); hist.append(float(loss.detach()))
     return freeze(model), hist
 
