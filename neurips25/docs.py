@@ -18,7 +18,7 @@ __all__ = ['DOCS_VERSION', 'PROFILE_ORDER', 'TOOLING', 'SKIP_TOP', 'GIT_URL', 'C
            'build', 'serve', 'main']
 
 # %% ../nbs/04_docs.ipynb #bd24e789
-DOCS_VERSION = "2"          # bump when the rendering changes: every cached page is rebuilt
+DOCS_VERSION = "2"          # bump when execution or rendering changes: every notebook is re-executed
 PROFILE_ORDER = ("full", "medium", "small")   # the best executed copy of an artefact wins, in this order
 TOOLING = ("runner", "docsync", "docs")       # modules of the tooling, not of any paper
 SKIP_TOP = ("index.ipynb",)                   # the landing page is the README's table, not index.ipynb
@@ -548,6 +548,11 @@ MATHJAX_CONFIG = """window.MathJax = {config: ["TeX-AMS-MML_HTMLorMML-full.js"],
   messageStyle: "none", showMathMenu: false, "fast-preview": {disabled: true}};
 """
 
+def _renderer_key() -> str:
+    "The version of the page renderer: DOCS_VERSION and this module's code (a change re-renders, never re-executes)."
+    return DOCS_VERSION + hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16] if "__file__" in globals() \
+        else DOCS_VERSION
+
 def _cached_markdown(nb_file: Path, stem: str, src_dir: Path, root: Path, page_of: dict, page: str, cache: Path):
     "`notebook_markdown`, cached under the sha256 of the notebook's bytes, its page and the targets of its links."
     raw = Path(nb_file).read_bytes()
@@ -557,7 +562,7 @@ def _cached_markdown(nb_file: Path, stem: str, src_dir: Path, root: Path, page_o
             for m in _LINK.finditer("".join(c.get("source", []))):
                 t = (Path(src_dir) / m.group(2)).resolve()
                 links.add((str(t), page_of.get(t), t.exists()))
-    key = hashlib.sha256(b"".join([DOCS_VERSION.encode(), raw, page.encode(), str(src_dir).encode(),
+    key = hashlib.sha256(b"".join([_renderer_key().encode(), raw, page.encode(), str(src_dir).encode(),
                                    json.dumps(sorted(links, key=str)).encode()])).hexdigest()
     d = cache / key
     if (d / "page.md").is_file():
@@ -728,7 +733,7 @@ def stage_api(st: BuildState) -> None:
         for mod, page in sorted(mods):
             rel = os.path.relpath(page, "api")
             try:
-                key = hashlib.sha256((DOCS_VERSION + core.library_hash([f"neurips25.{mod}"]) +
+                key = hashlib.sha256((_renderer_key() + core.library_hash([f"neurips25.{mod}"]) +
                                       shared_hash).encode()).hexdigest()
                 cf = st.work / "api" / f"{mod}-{key}.md"
                 body = cf.read_text() if cf.is_file() else api_markdown(mod)
