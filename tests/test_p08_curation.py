@@ -6,9 +6,10 @@ from scipy.cluster.hierarchy import fcluster, linkage
 from scipy.spatial.distance import pdist, squareform
 from sklearn.metrics import adjusted_rand_score
 
-from neurips25.curation.criteria import (balanced_kmeans, diversity_select, preprocess, purity, rac_complete,
-                                         random_balanced_labels, random_select, variance_reduction,
-                                         within_cluster_variance)
+from neurips25.curation.criteria import (balanced_assign, balanced_assign_lp, balanced_kmeans, diversity_select,
+                                         edge_recall, eps_pairs_blocked, eps_pairs_ivf, epsilon_graph, preprocess,
+                                         purity, rac_complete, random_balanced_labels, random_select,
+                                         variance_reduction, within_cluster_variance)
 from neurips25.testing import assert_close_or_below, gamma
 
 # scipy's pdist and the library's ((Z[i] - Z[j]) ** 2).sum(1) add the same d squares in different orders: each sum of
@@ -79,12 +80,56 @@ def test_vr_bad_inputs():
 
 def test_balanced_kmeans_sizes_differ_by_at_most_one(Z):
     for s in (7, 25, 60):
-        sizes = np.bincount(balanced_kmeans(Z, s, seed=1))
+        sizes = np.bincount(balanced_kmeans(Z, s, seed=1, sizes="equal"))
         assert sizes.sum() == len(Z) and sizes.max() - sizes.min() <= 1 and len(sizes) == round(len(Z) / s)
     with pytest.raises(ValueError, match=">= 1"):
         balanced_kmeans(Z, 0)
     with pytest.raises(ValueError, match="integer"):
         balanced_kmeans(Z, 3.0)
+
+
+def test_balanced_kmeans_paper_bounds_hold_on_random_inputs():
+    "Issue 30 item 3: sizes in [s/5, 5s] (s = N/k), free to differ; bounds [s, s] give the equal-size variant."
+    for t in range(10):
+        rng = np.random.default_rng(1000 + t)
+        N, s = int(rng.integers(150, 1200)), int(rng.choice([5, 10, 25, 50]))
+        X = preprocess(rng.normal(size=(N, 6)) * rng.uniform(0.2, 4, 6)) * rng.exponential(1, size=(N, 1))
+        k = round(N / s)
+        n = np.bincount(balanced_kmeans(X, s, seed=t), minlength=k)
+        assert n.sum() == N and n.min() >= np.ceil(N / k / 5 - 1e-9) and n.max() <= np.floor(5 * N / k + 1e-9)
+        assert n.max() - n.min() > 1
+    for N, s in ((500, 25), (300, 10)):
+        X = preprocess(np.random.default_rng(N).normal(size=(N, 5)))
+        assert (balanced_kmeans(X, s, seed=3, sizes=(s, s)) == balanced_kmeans(X, s, seed=3, sizes="equal")).all()
+        assert (balanced_assign(X, X[:N // s], sizes=(s, s)) == balanced_assign(X, X[:N // s], sizes="equal")).all()
+
+
+def test_balanced_assign_greedy_close_to_optimal_lp():
+    rng = np.random.default_rng(9)
+    X = preprocess(rng.normal(size=(300, 8)) * rng.exponential(1, size=(300, 1)) + 2 * rng.normal(size=(300, 1)))
+    C = X[rng.choice(300, 30, replace=False)]
+    g, o = balanced_assign(X, C, sizes="paper"), balanced_assign_lp(X, C, sizes="paper")
+    cost = lambda lab: float(((X - C[lab]) ** 2).sum())
+    for lab in (g, o):
+        n = np.bincount(lab, minlength=30)
+        assert n.min() >= 2 and n.max() <= 50
+    assert cost(o) <= cost(g) + 1e-9 and cost(g) <= 1.05 * cost(o)   # measured: 1.5% above here
+    with pytest.raises(ValueError, match="infeasible"):
+        balanced_assign(X, C, sizes=(11, 20))
+
+
+def test_neighbour_search_blocked_exact_and_ivf_recall():
+    "Issue 30 item 4 at a test size: torch blocks equal the exact graph; IVF recall >= 0.95, only true edges."
+    rng = np.random.default_rng(3)
+    Z = preprocess(np.repeat(rng.normal(size=(60, 24)), 50, axis=0) + 0.7 * rng.normal(size=(3000, 24)))
+    eps = float(np.quantile(pdist(Z[:600], "sqeuclidean"), 0.005))
+    ex = epsilon_graph(Z, eps)
+    bl = eps_pairs_blocked(Z, eps, block_rows=512)
+    assert len(ex[0]) > 1000 and edge_recall(bl, ex) == 1.0 and len(bl[0]) == len(ex[0])
+    iv = eps_pairs_ivf(Z, eps, n_probe=8)
+    assert edge_recall(iv, ex) >= 0.95 and edge_recall(ex, iv) == 1.0      # high recall, no false edge
+    with pytest.raises(ValueError, match="n_probe must be <= 5"):
+        eps_pairs_ivf(Z, eps, n_lists=5, n_probe=6)
 
 
 def test_rac_equals_scipy_complete_linkage_and_diameters_bounded(Z):

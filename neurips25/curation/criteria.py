@@ -5,16 +5,17 @@ from __future__ import annotations
 import numbers, time
 from dataclasses import dataclass, field
 from typing import Sequence
-import numpy as np, pandas as pd
+import numpy as np, pandas as pd, torch
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 from scipy.spatial.distance import pdist
 
 # %% auto #0
-__all__ = ['check_embeddings', 'check_int', 'preprocess', 'balanced_assign', 'balanced_kmeans', 'within_cluster_variance',
-           'variance_reduction', 'purity', 'epsilon_graph', 'RACResult', 'rac_complete', 'Selection', 'random_select',
-           'nearest_to_centroid', 'diversity_select', 'Pool', 'prepare_pool', 'random_balanced_labels',
-           'cluster_scores', 'curation_experiment']
+__all__ = ['check_embeddings', 'check_int', 'preprocess', 'balanced_assign', 'balanced_assign_lp', 'kmeans_pp_init',
+           'balanced_kmeans', 'within_cluster_variance', 'variance_reduction', 'purity', 'epsilon_graph', 'RACResult',
+           'rac_complete', 'eps_pairs_blocked', 'eps_pairs_ivf', 'edge_recall', 'bench_neighbours', 'Selection',
+           'random_select', 'nearest_to_centroid', 'diversity_select', 'Pool', 'prepare_pool', 'sample_pools',
+           'random_balanced_labels', 'cluster_scores', 'curation_experiment']
 
 # %% ../../nbs/p08_curation/03_criteria.ipynb #ab4bdd08
 def check_embeddings(Z, name: str = "embeddings", min_rows: int = 1) -> np.ndarray:
@@ -91,36 +92,117 @@ def _fill(X, C, pts, cap, block):
         todo = np.sort(todo[o[~acc]])
     return lab
 
+def _size_bounds(sizes, N: int, k: int) -> tuple[int, int] | None:
+    "(lo, hi) bounds on cluster sizes for `sizes` = 'paper' | 'equal' | (lo, hi); None for 'equal'."
+    if isinstance(sizes, str):
+        if sizes == "equal": return None
+        if sizes == "paper":
+            s = N / k
+            return max(1, int(np.ceil(s / 5 - 1e-9))), int(np.floor(5 * s + 1e-9))   # [s/5, 5s] (App. B.3)
+        raise ValueError(f"sizes must be 'paper', 'equal' or a (lo, hi) pair, got {sizes!r}")
+    try: lo, hi = sizes
+    except (TypeError, ValueError): raise ValueError(f"sizes must be 'paper', 'equal' or a (lo, hi) pair, got {sizes!r}")
+    lo, hi = check_int(lo, "lower size bound"), check_int(hi, "upper size bound")
+    if lo > hi: raise ValueError(f"lower size bound {lo} > upper size bound {hi}")
+    if not k * lo <= N <= k * hi:
+        raise ValueError(f"size bounds [{lo}, {hi}] are infeasible for N={N} points in k={k} clusters "
+                         f"(need k*lo <= N <= k*hi)")
+    return lo, hi
+
+def _top_up(X, C, lab, lo):
+    "Move points into clusters below `lo`, cheapest extra squared distance first, donors staying >= lo (in place)."
+    k = len(C)
+    size = np.bincount(lab, minlength=k)
+    own = ((X - C[lab]) ** 2).sum(1)
+    while (size < lo).any():
+        j = int(np.argmin(size))                                        # the most under-full cluster first
+        cand = np.flatnonzero(size[lab] > lo)                           # points whose cluster can give one up
+        extra = ((X[cand] - C[j]) ** 2).sum(1) - own[cand]
+        o = np.lexsort((cand, extra)); cand = cand[o]; don = lab[cand]
+        s = np.argsort(don, kind="stable"); ds = don[s]                 # rank of each candidate within its donor
+        st = np.r_[0, np.flatnonzero(np.diff(ds)) + 1]
+        rank = np.empty(len(s), dtype=np.int64)
+        rank[s] = np.arange(len(s)) - np.repeat(st, np.diff(np.r_[st, len(s)]))
+        take = cand[rank < size[don] - lo][:lo - size[j]]
+        if len(take) < lo - size[j]: raise RuntimeError("no donor left for an under-full cluster (infeasible bounds)")
+        np.subtract.at(size, lab[take], 1)
+        lab[take] = j; size[j] += len(take); own[take] = ((X[take] - C[j]) ** 2).sum(1)
+    return lab
+
 def balanced_assign(X,                 # points, shape (N, d)
                     C,                 # centres, shape (k, d), k <= N
                     block: int = 1024, # rows per distance block
+                    sizes="equal",     # 'equal' (floor/ceil N/k), 'paper' ([s/5, 5s], s = N/k) or (lo, hi)
                    ) -> np.ndarray:
-    "Greedy capacity-constrained assignment of X to C: every cluster gets floor(N/k) or ceil(N/k) points."
+    "Greedy capacity-constrained assignment of X to C with cluster sizes within the bounds `sizes` sets."
     N, k = len(X), len(C)
     if not 1 <= k <= N: raise ValueError(f"need 1 <= k <= N clusters, got k={k}, N={N}")
-    lab = _fill(X, C, np.arange(N), np.full(k, N // k, dtype=np.int64), block)
-    rest = np.flatnonzero(lab < 0)
-    if len(rest): lab[rest] = _fill(X, C, rest, np.ones(k, dtype=np.int64), block)   # N mod k leftovers, one seat each
-    return lab
+    bounds = _size_bounds(sizes, N, k)
+    if bounds is None:
+        lab = _fill(X, C, np.arange(N), np.full(k, N // k, dtype=np.int64), block)
+        rest = np.flatnonzero(lab < 0)
+        if len(rest): lab[rest] = _fill(X, C, rest, np.ones(k, dtype=np.int64), block)   # N mod k leftovers
+        return lab
+    lo, hi = bounds
+    lab = _fill(X, C, np.arange(N), np.full(k, hi, dtype=np.int64), block)         # sizes <= hi, everybody placed
+    return _top_up(X, C, lab, lo)                                                  # then sizes >= lo
+
+def balanced_assign_lp(X, C, sizes="paper") -> np.ndarray:
+    "The optimal assignment under the size bounds (a transportation LP, integral; HiGHS dual simplex). Slow."
+    from scipy.optimize import linprog
+    from scipy.sparse import vstack
+    N, k = len(X), len(C)
+    if not 1 <= k <= N: raise ValueError(f"need 1 <= k <= N clusters, got k={k}, N={N}")
+    b = _size_bounds(sizes, N, k)
+    lo, hi = b if b is not None else (N // k, -(-N // k))
+    D = ((X[:, None, :] - C[None]) ** 2).sum(-1)
+    v = np.arange(N * k)
+    A_eq = coo_matrix((np.ones(N * k), (v // k, v)), shape=(N, N * k)).tocsr()        # one cluster per point
+    A_k = coo_matrix((np.ones(N * k), (v % k, v)), shape=(k, N * k)).tocsr()          # cluster sizes
+    r = linprog(D.ravel(), A_ub=vstack([A_k, -A_k]).tocsr(), b_ub=np.r_[np.full(k, hi), np.full(k, -lo)],
+                A_eq=A_eq, b_eq=np.ones(N), bounds=(0, 1), method="highs-ds")
+    if r.status != 0: raise RuntimeError(f"the assignment LP failed: {r.message}")
+    x = r.x.reshape(N, k)
+    if np.abs(x - np.round(x)).max() > 1e-6: raise RuntimeError("the assignment LP returned a fractional vertex")
+    return x.argmax(1)
+
+def kmeans_pp_init(Z, k: int, seed: int = 0) -> np.ndarray:
+    "k-means++ seeding (Arthur and Vassilvitskii 2007): each next centre drawn with probability ∝ D²; (k, d) centres."
+    rng = np.random.default_rng(seed)
+    N = len(Z); idx = [int(rng.integers(N))]
+    d2 = ((Z - Z[idx[0]]) ** 2).sum(1)
+    for _ in range(1, k):
+        tot = d2.sum()
+        j = int(rng.choice(N, p=d2 / tot)) if tot > 0 else int(rng.integers(N))
+        idx.append(j); d2 = np.minimum(d2, ((Z - Z[j]) ** 2).sum(1))
+    return Z[np.array(idx)]
 
 def balanced_kmeans(Z,                   # (preprocessed) embeddings, shape (N, d)
                     avg_size: int,       # target average cluster size s (paper: 25, 50, 100, 150)
                     n_iter: int = 10,    # Lloyd iterations at most (stops early when the labels stop changing)
                     seed: int = 0,       # initialisation seed
+                    sizes="paper",       # 'paper' ([s/5, 5s], App. B.3), 'equal' (differ by <= 1) or (lo, hi)
+                    assign: str = "greedy",  # 'greedy' (balanced_assign) or 'lp' (balanced_assign_lp, exact, slow)
+                    init: str = "k-means++",  # 'k-means++' (kmeans_pp_init) or 'forgy' (k random points)
                    ) -> np.ndarray:
-    "Balanced k-means labels in 0..k-1, k = round(N/s), cluster sizes differing by at most 1 (Reconstruction)."
+    "Balanced k-means labels in 0..k-1, k = round(N/s), cluster sizes within the bounds `sizes` sets (Reconstruction)."
     Z = check_embeddings(Z)
     avg_size = check_int(avg_size, "avg_size (average cluster size)", 1, len(Z))
+    if assign not in ("greedy", "lp"): raise ValueError(f"assign must be 'greedy' or 'lp', got {assign!r}")
+    if init not in ("k-means++", "forgy"): raise ValueError(f"init must be 'k-means++' or 'forgy', got {init!r}")
     N = len(Z); k = max(1, int(round(N / avg_size)))
-    C = Z[np.sort(np.random.default_rng(seed).choice(N, k, replace=False))]   # seeded Forgy initialisation
+    _size_bounds(sizes, N, k)                                            # a bad `sizes` fails before any work
+    C = kmeans_pp_init(Z, k, seed) if init == "k-means++" else \
+        Z[np.sort(np.random.default_rng(seed).choice(N, k, replace=False))]   # seeded Forgy initialisation
     lab = None
     for _ in range(check_int(n_iter, "n_iter")):
-        new = balanced_assign(Z, C)
+        new = balanced_assign(Z, C, sizes=sizes) if assign == "greedy" else balanced_assign_lp(Z, C, sizes=sizes)
         if lab is not None and (new == lab).all(): break
         lab = new
         A = coo_matrix((np.ones(N), (lab, np.arange(N))), shape=(k, N)).tocsr()
         C = (A @ Z) / np.bincount(lab, minlength=k)[:, None]            # centroid = member mean
     return lab
+
 
 # %% ../../nbs/p08_curation/03_criteria.ipynb #9ab497bd
 def _labels(labels, n: int, name: str = "labels") -> np.ndarray:
@@ -171,10 +253,17 @@ def epsilon_graph(Z,                          # points, shape (N, d)
                   eps: float,                 # squared-distance threshold
                   block_elems: int = 1 << 22, # distance-block size in floats (memory: 8 × this many bytes)
                   max_edges: int = 30_000_000,  # refuse (clear error) beyond this many edges
+                  method: str = "exact",      # 'exact' (numpy blocks), 'blocked' (torch blocks, CUDA) or 'ivf' (approx.)
+                  method_kw: dict | None = None,  # options of eps_pairs_blocked / eps_pairs_ivf
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     "Pairs i < j with ||z_i - z_j||^2 <= eps, and their squared distances (computed in row blocks)."
     Z = check_embeddings(Z)
     if not np.isfinite(eps) or eps < 0: raise ValueError(f"eps must be a finite number >= 0, got {eps}")
+    if method not in ("exact", "blocked", "ivf"):
+        raise ValueError(f"method must be 'exact', 'blocked' or 'ivf', got {method!r}")
+    if method == "blocked": return eps_pairs_blocked(Z, eps, max_edges=max_edges, **(method_kw or {}))
+    if method == "ivf": return eps_pairs_ivf(Z, eps, max_edges=max_edges, **(method_kw or {}))
+    if method_kw: raise ValueError(f"method_kw {sorted(method_kw)} given for method='exact', which takes none")
     N = len(Z); sq = (Z * Z).sum(1); I, J, D = [], [], []; n_edges = 0
     tol = 1e-12 * (2 * sq.max() + 1)                                       # rounding of the dot-product formula
     b = max(1, block_elems // N)
@@ -221,11 +310,13 @@ class RACResult:
 def rac_complete(Z,                        # points, shape (N, d)
                  eps_max: float,           # largest squared-distance diameter of interest
                  block_elems: int = 1 << 22, max_edges: int = 30_000_000,   # see epsilon_graph
+                 neighbours: str = "exact",  # epsilon_graph method: 'exact', 'blocked' or 'ivf' (approximate)
+                 neighbours_kw: dict | None = None,  # its options
                 ) -> RACResult:
     "Reciprocal agglomerative clustering, complete linkage on squared distances, on the sparse eps_max-graph."
     Z = check_embeddings(Z)
     N = len(Z)
-    r, c, mx = epsilon_graph(Z, eps_max, block_elems, max_edges)
+    r, c, mx = epsilon_graph(Z, eps_max, block_elems, max_edges, method=neighbours, method_kw=neighbours_kw)
     rows, cols = np.r_[r, c], np.r_[c, r]; mx = np.r_[mx, mx]              # both directions: neighbour search per row
     cnt = np.ones(len(rows), dtype=np.int64)
     size = np.ones(N, dtype=np.int64); merges = []; rounds = 0
@@ -257,6 +348,137 @@ def rac_complete(Z,                        # points, shape (N, d)
         cnt, mx = np.add.reduceat(cnt, st), np.maximum.reduceat(mx, st)  # Lance–Williams: counts add, diameters max
     M = np.concatenate(merges) if merges else np.zeros((0, 3))
     return RACResult(N, float(eps_max), M, rounds)
+
+# %% ../../nbs/p08_curation/03_criteria.ipynb #e628a872
+def _device(device: str) -> str:
+    if device == "auto": return "cuda" if torch.cuda.is_available() else "cpu"
+    if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
+        raise ValueError(f"device must be 'auto', 'cpu' or 'cuda[:n]', got {device!r}")
+    return device
+
+def _recheck(Z, i, j, eps, max_edges):
+    "Exact float64 squared distances of candidate pairs; keep those <= eps (a clear error past max_edges)."
+    d = np.concatenate([((Z[i[t:t + 65536]] - Z[j[t:t + 65536]]) ** 2).sum(1) for t in range(0, len(i), 65536)]
+                       or [np.zeros(0)])
+    keep = d <= eps
+    if int(keep.sum()) > max_edges:
+        raise MemoryError(f"the eps-graph at eps={eps:.4g} has more than max_edges={max_edges:,} edges; lower eps "
+                          "or raise max_edges")
+    return i[keep], j[keep], d[keep]
+
+def _block_pairs(A, B, sqa, sqb, thr):
+    "Index pairs (a, b) with ||A_a - B_b||^2 <= thr (torch tensors on one device)."
+    G = A @ B.T
+    G.mul_(-2).add_(sqa[:, None]).add_(sqb[None, :])
+    return torch.nonzero(G <= thr).cpu().numpy()
+
+def eps_pairs_blocked(Z, eps: float,
+                      block_rows: int = 2048,   # rows per block: memory block_rows × N floats on the device
+                      device: str = "auto",     # 'auto' (CUDA when available), 'cpu' or 'cuda[:n]'
+                      max_edges: int = 30_000_000,
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    "Exact eps-graph (pairs i < j, squared distances) by blocked torch matrix products; equals epsilon_graph."
+    Z = check_embeddings(Z)
+    if not np.isfinite(eps) or eps < 0: raise ValueError(f"eps must be a finite number >= 0, got {eps}")
+    block_rows = check_int(block_rows, "block_rows")
+    dev = _device(device)
+    dt = torch.float64 if dev == "cpu" else torch.float32
+    T = torch.as_tensor(Z, dtype=dt, device=dev); sq = (T * T).sum(1)
+    tol = (1e-12 if dt == torch.float64 else 1e-5) * (2 * float(sq.max()) + 1)
+    I, J = [], []
+    with torch.no_grad():
+        for s in range(0, len(Z), block_rows):
+            e = min(len(Z), s + block_rows)
+            p = _block_pairs(T[s:e], T[s:], sq[s:e], sq[s:], eps + tol)       # rows s..e against columns s..N
+            i, j = p[:, 0] + s, p[:, 1] + s
+            up = j > i; I.append(i[up]); J.append(j[up])
+            if sum(map(len, I)) > 4 * max_edges + 1_000_000:
+                raise MemoryError(f"more than {4 * max_edges:,} candidate pairs at eps={eps:.4g}: lower eps or raise max_edges")
+    i, j = (np.concatenate(I), np.concatenate(J)) if I else (np.zeros(0, np.int64), np.zeros(0, np.int64))
+    return _recheck(Z, i, j, eps, max_edges)
+
+def eps_pairs_ivf(Z, eps: float,
+                  n_lists: int | None = None,   # coarse cells (None: round(sqrt(N)))
+                  n_probe: int = 8,             # cells each point probes (n_probe = n_lists: exact)
+                  seed: int = 0,                # coarse k-means seed
+                  fit_size: int | None = None,  # points the coarse k-means is fitted on (None: min(N, 64 * n_lists))
+                  block_rows: int = 4096,       # query rows per distance block
+                  device: str = "auto",
+                  max_edges: int = 30_000_000,
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    "Approximate eps-graph by IVF coarse quantisation (k-means cells, n_probe probed cells); only true edges, recall <= 1."
+    from sklearn.cluster import KMeans
+    Z = check_embeddings(Z)
+    if not np.isfinite(eps) or eps < 0: raise ValueError(f"eps must be a finite number >= 0, got {eps}")
+    N = len(Z)
+    n_lists = check_int(n_lists if n_lists is not None else max(1, int(round(np.sqrt(N)))), "n_lists", 1, N)
+    n_probe = check_int(n_probe, "n_probe", 1, n_lists)
+    fit_size = check_int(fit_size if fit_size is not None else min(N, 64 * n_lists), "fit_size", n_lists, N)
+    rng = np.random.default_rng(seed)
+    fit = Z[np.sort(rng.choice(N, fit_size, replace=False))] if fit_size < N else Z
+    C = KMeans(n_lists, n_init=1, max_iter=25, random_state=seed).fit(fit).cluster_centers_
+    dev = _device(device)
+    dt = torch.float64 if dev == "cpu" else torch.float32
+    T = torch.as_tensor(Z, dtype=dt, device=dev); sq = (T * T).sum(1)
+    Ct = torch.as_tensor(C, dtype=dt, device=dev); sqc = (Ct * Ct).sum(1)
+    probe = np.empty((N, n_probe), dtype=np.int64)
+    with torch.no_grad():
+        for s in range(0, N, block_rows):                                   # each point's n_probe nearest cells
+            G = T[s:s + block_rows] @ Ct.T
+            G.mul_(-2).add_(sqc[None, :])
+            probe[s:s + block_rows] = torch.topk(G, n_probe, dim=1, largest=False).indices.cpu().numpy()
+    cell = probe[:, 0]                                                      # the nearest cell holds the point
+    members = np.argsort(cell, kind="stable"); mst = np.searchsorted(cell[members], np.arange(n_lists + 1))
+    q_pt = np.repeat(np.arange(N), n_probe); q_cell = probe.ravel()
+    qo = np.argsort(q_cell, kind="stable"); q_pt = q_pt[qo]; qst = np.searchsorted(q_cell[qo], np.arange(n_lists + 1))
+    tol = (1e-12 if dt == torch.float64 else 1e-5) * (2 * float(sq.max()) + 1)
+    keys = []
+    with torch.no_grad():
+        for c in range(n_lists):
+            M = members[mst[c]:mst[c + 1]]; Q = q_pt[qst[c]:qst[c + 1]]
+            if not len(M) or not len(Q): continue
+            Mt = torch.as_tensor(M, device=dev)
+            for s in range(0, len(Q), block_rows):
+                Qb = Q[s:s + block_rows]; Qt = torch.as_tensor(Qb, device=dev)
+                p = _block_pairs(T[Qt], T[Mt], sq[Qt], sq[Mt], eps + tol)
+                a, b = Qb[p[:, 0]], M[p[:, 1]]
+                ok = a != b
+                a, b = a[ok], b[ok]
+                keys.append(np.minimum(a, b) * N + np.maximum(a, b))
+            if sum(map(len, keys)) > 8 * max_edges + 1_000_000:
+                keys = [np.unique(np.concatenate(keys))]
+    k = np.unique(np.concatenate(keys)) if keys else np.zeros(0, np.int64)
+    return _recheck(Z, k // N, k % N, eps, max_edges)
+
+def edge_recall(approx, exact) -> float:
+    "Share of the exact graph's pairs (i, j) that the approximate graph found (1.0 for an empty exact graph)."
+    ai, aj = approx[0], approx[1]; ei, ej = exact[0], exact[1]
+    if not len(ei): return 1.0
+    n = int(max(ai.max(initial=0), aj.max(initial=0), ei.max(), ej.max())) + 1
+    return float(np.isin(ei * n + ej, ai * n + aj).mean())
+
+def bench_neighbours(Z, eps: float,
+                     n_probes: Sequence[int] = (4, 8, 16),   # IVF settings to time
+                     n_lists: int | None = None, device: str = "auto", repeat: int = 1,
+                    ) -> pd.DataFrame:
+    "Seconds, edges and recall vs the exact search of epsilon_graph, eps_pairs_blocked and eps_pairs_ivf."
+    def timed(f):
+        best, out = np.inf, None
+        for _ in range(check_int(repeat, "repeat")):
+            t0 = time.perf_counter(); out = f(); best = min(best, time.perf_counter() - t0)
+        return out, best
+    ex, t_ex = timed(lambda: epsilon_graph(Z, eps))
+    rows = [{"method": "exact (numpy blocks)", "seconds": t_ex, "edges": len(ex[0]), "recall": 1.0}]
+    bl, t_bl = timed(lambda: eps_pairs_blocked(Z, eps, device=device))
+    rows.append({"method": f"exact (torch blocks, {_device(device)})", "seconds": t_bl, "edges": len(bl[0]),
+                 "recall": edge_recall(bl, ex)})
+    for npb in n_probes:
+        iv, t_iv = timed(lambda: eps_pairs_ivf(Z, eps, n_lists=n_lists, n_probe=npb, device=device))
+        rows.append({"method": f"ivf n_probe={npb}", "seconds": t_iv, "edges": len(iv[0]), "recall": edge_recall(iv, ex)})
+    df = pd.DataFrame(rows)
+    df["speedup_vs_exact"] = t_ex / df.seconds
+    df.insert(0, "N", len(Z)); df.insert(1, "eps", eps)
+    return df
 
 # %% ../../nbs/p08_curation/03_criteria.ipynb #a59091b9
 @dataclass
@@ -292,6 +514,8 @@ def diversity_select(Z,                        # preprocessed embeddings of the 
                      seed: int = 0,            # seed of the cluster subset when ties leave more than B clusters
                      eps_max: float | None = None,  # RAC horizon (None: adaptive, grown until < B clusters remain)
                      block_elems: int = 1 << 22, max_edges: int = 30_000_000,
+                     neighbours: str = "exact",  # epsilon_graph method ('ivf': approximate, for large pools)
+                     neighbours_kw: dict | None = None,
                     ) -> Selection:
     "Diameter-ε clustering (RAC), one centroid-nearest example per cluster, largest ε giving >= B clusters."
     Z = check_embeddings(Z)
@@ -302,11 +526,11 @@ def diversity_select(Z,                        # preprocessed embeddings of the 
         eps_max = float(np.quantile(d2, min(1.0, 4 * (N / budget) / N)))
         top = float(np.max(d2)) * 4 + 1e-12                          # beyond the diameter of the sample, twice over
         while True:
-            res = rac_complete(Z, eps_max, block_elems, max_edges)
+            res = rac_complete(Z, eps_max, block_elems, max_edges, neighbours, neighbours_kw)
             if res.n_clusters(eps_max) < budget or res.n_clusters(eps_max) == 1 or eps_max > top: break
             eps_max = 2 * eps_max if eps_max > 0 else 1e-6
     else:
-        res = rac_complete(Z, eps_max, block_elems, max_edges)
+        res = rac_complete(Z, eps_max, block_elems, max_edges, neighbours, neighbours_kw)
         if res.n_clusters(eps_max) >= budget and res.n_clusters(eps_max) > 1:
             raise ValueError(f"eps_max={eps_max} still leaves {res.n_clusters(eps_max)} >= {budget} clusters: "
                              "the largest feasible eps may lie above it; raise eps_max or pass None")
@@ -346,10 +570,40 @@ class Pool:
     losses: dict                     # checkpoint label -> ℓ(x) over the pool
     embeddings: dict                 # embedder name -> raw (N, d) array
     timings: pd.DataFrame            # embedder, dim, seconds, docs_per_s (first computation, when cached)
+    seed: int = 0                    # document-sample and proxy seed (sample_pools)
+    indices: np.ndarray | None = None  # rows of the full train split in this pool (sample_pools; None: all)
+    loss_proxy: object = None        # the independently seeded proxy whose ℓ(x) fills `losses` (sample_pools)
+    same_proxy_losses: dict = field(default_factory=dict)   # ℓ(x) of `proxy` itself (the embeddings' proxy)
 
 def _split(docs: pd.DataFrame, split: str, names: list) -> tuple[list, np.ndarray]:
     d = docs[docs.split == split]
     return d.text.tolist(), np.array([names.index(s) for s in d.source], dtype=np.int64)
+
+def _embed_cached(name, texts, embed_kw, px, embed_fn, cache):
+    "Embed `texts` with embedder `name` (the lm_* ones with proxy `px`), cached; the array and a timing row."
+    kw = dict((embed_kw or {}).get(name, {}))
+    if name.startswith("lm_"): kw.update(model=px.model, tokenizer=px.tokenizer)
+    state = lm.data_hash(lm.untied_state_dict(px.model)) if name.startswith("lm_") else None
+    key = {"name": name, "texts": _sha_texts(texts),
+           "kw": {k: v for k, v in kw.items() if k not in ("model", "tokenizer")}, "proxy": state}
+    def compute():
+        t0 = time.perf_counter(); X = embed_fn(name, texts, **kw); return X, time.perf_counter() - t0
+    X, sec = cached("p08_embeddings", key, compute, modules=["neurips25.curation.embeddings", "neurips25.lm"],
+                    enabled=cache)
+    return X, {"embedder": name, "dim": X.shape[1], "docs": len(texts), "seconds": sec,
+               "docs_per_s": len(texts) / max(sec, 1e-9)}
+
+def _check_docs(docs: pd.DataFrame) -> list:
+    "The sorted source names of `docs`; a clear error for missing columns or a source without train/val documents."
+    need = {"source", "split", "text"} - set(docs.columns)
+    if need: raise ValueError(f"docs lacks column(s) {sorted(need)}")
+    names = sorted(docs.source.unique())
+    if not names: raise ValueError("docs is empty: no sources")
+    for s in names:
+        for sp in ("train", "val"):
+            if not ((docs.source == s) & (docs.split == sp)).any():
+                raise ValueError(f"source {s!r} has no {sp} documents: every source needs pool and held-out documents")
+    return names
 
 def prepare_pool(docs: pd.DataFrame,            # documents: columns source, split (train/val/...), text
                  embedders: Sequence[str],      # names of curation.embeddings.EMBEDDERS
@@ -360,14 +614,7 @@ def prepare_pool(docs: pd.DataFrame,            # documents: columns source, spl
                  cache: bool | None = None,     # None: core.cache_enabled()
                 ) -> Pool:
     "Train the proxy on the train split, score ℓ(x) at its checkpoints, embed the pool with every embedder."
-    need = {"source", "split", "text"} - set(docs.columns)
-    if need: raise ValueError(f"docs lacks column(s) {sorted(need)}")
-    names = sorted(docs.source.unique())
-    for s in names:
-        for sp in ("train", "val"):
-            if not ((docs.source == s) & (docs.split == sp)).any():
-                raise ValueError(f"source {s!r} has no {sp} documents: every source needs pool and held-out documents")
-    if not names: raise ValueError("docs is empty: no sources")
+    names = _check_docs(docs)
     texts, src = _split(docs, "train", names)
     vtexts, vsrc = _split(docs, "val", names)
     if embed_fn is None:
@@ -376,20 +623,64 @@ def prepare_pool(docs: pd.DataFrame,            # documents: columns source, spl
     px = _proxy.train_proxy(texts, cache=cache, **pk)
     losses = {f"step {s}": _proxy.example_losses(px.at(s), px.tokenizer, texts) for s in loss_steps}
     losses["final"] = _proxy.example_losses(px.model, px.tokenizer, texts)
-    state = lm.data_hash(lm.untied_state_dict(px.model))
     embs, rows = {}, []
     for name in embedders:
-        kw = dict((embed_kw or {}).get(name, {}))
-        if name.startswith("lm_"): kw.update(model=px.model, tokenizer=px.tokenizer)
-        key = {"name": name, "texts": _sha_texts(texts), "kw": {k: v for k, v in kw.items() if k not in ("model", "tokenizer")},
-               "proxy": state if name.startswith("lm_") else None}
-        def compute(name=name, kw=kw):
-            t0 = time.perf_counter(); X = embed_fn(name, texts, **kw); return X, time.perf_counter() - t0
-        X, sec = cached("p08_embeddings", key, compute, modules=["neurips25.curation.embeddings", "neurips25.lm"],
-                        enabled=cache)
-        embs[name] = X
-        rows.append({"embedder": name, "dim": X.shape[1], "docs": len(texts), "seconds": sec, "docs_per_s": len(texts) / max(sec, 1e-9)})
+        embs[name], row = _embed_cached(name, texts, embed_kw, px, embed_fn, cache)
+        rows.append(row)
     return Pool(texts, src, names, vtexts, vsrc, px, losses, embs, pd.DataFrame(rows))
+
+def sample_pools(docs: pd.DataFrame,            # documents: columns source, split (train/val/...), text
+                 embedders: Sequence[str],      # names of curation.embeddings.EMBEDDERS
+                 seeds: Sequence[int],          # one pool per seed: its document sample, proxy and k-means seed
+                 fraction: float = 0.8,         # share of the train split drawn (without replacement) per seed
+                 proxy_kw: dict | None = None,  # arguments of curation.proxy.train_proxy (n_ctx, steps, ...)
+                 loss_steps: Sequence[int] = (),  # intermediate checkpoints whose ℓ(x) is kept (plus the final)
+                 loss_seed_offset: int = 10_000,  # the loss proxy of seed r has seed r + loss_seed_offset
+                 embed_kw: dict | None = None, embed_fn=None, cache: bool | None = None,   # as in prepare_pool
+                ) -> list[Pool]:
+    """Per seed r: a seeded `fraction` sample of the train split, a proxy of seed r (tokenizer, lm_* embeddings) and
+    an independently seeded proxy (seed r + loss_seed_offset) whose checkpoints give ℓ(x) in `losses`."""
+    names = _check_docs(docs)
+    seeds = [check_int(r, "seed", 0) for r in seeds]
+    if not seeds: raise ValueError("sample_pools needs at least one seed")
+    if len(set(seeds)) != len(seeds): raise ValueError(f"seeds must be distinct, got {seeds}")
+    if not (isinstance(fraction, numbers.Real) and 0 < fraction <= 1):
+        raise ValueError(f"fraction must be a number in (0, 1], got {fraction!r}")
+    loss_seed_offset = check_int(loss_seed_offset, "loss_seed_offset", 1)
+    clash = sorted(set(seeds) & {r + loss_seed_offset for r in seeds})
+    if clash: raise ValueError(f"seed(s) {clash} would train both an embedding proxy and a loss proxy: "
+                               "raise loss_seed_offset above the seed range")
+    texts, src = _split(docs, "train", names)
+    vtexts, vsrc = _split(docs, "val", names)
+    N = len(texts); m = int(round(fraction * N))
+    if m < 2: raise ValueError(f"a {fraction} sample of {N} pool documents has {m} < 2 documents")
+    if embed_fn is None:
+        from neurips25.curation.embeddings import embed_docs as embed_fn
+    fixed = {}                                         # document-wise embedders: once on the whole train split
+    for name in embedders:
+        if not name.startswith("lm_"): fixed[name] = _embed_cached(name, texts, embed_kw, None, embed_fn, cache)
+    pk = dict(proxy_kw or {}); pk["checkpoints"] = sorted(set(pk.get("checkpoints", ())) | set(loss_steps))
+    pk.pop("seed", None)
+    pools = []
+    for r in seeds:
+        idx = np.sort(np.random.default_rng(r).choice(N, m, replace=False))
+        tx = [texts[i] for i in idx]
+        px = _proxy.train_proxy(tx, cache=cache, seed=r, desc=f"proxy s{r}", **pk)
+        pl = _proxy.train_proxy(tx, cache=cache, seed=r + loss_seed_offset, desc=f"loss proxy s{r}",
+                                **{**pk, "tokenizer": px.tokenizer})
+        def losses_of(p):
+            out = {f"step {s}": _proxy.example_losses(p.at(s), p.tokenizer, tx) for s in loss_steps}
+            out["final"] = _proxy.example_losses(p.model, p.tokenizer, tx)
+            return out
+        embs, rows = {}, []
+        for name in embedders:
+            if name in fixed: X, row = fixed[name][0][idx], {**fixed[name][1]}
+            else: X, row = _embed_cached(name, tx, embed_kw, px, embed_fn, cache)
+            embs[name] = X; rows.append({**row, "seed": r})
+        pools.append(Pool(tx, src[idx], names, vtexts, vsrc, px, losses_of(pl), embs, pd.DataFrame(rows), seed=r,
+                          indices=idx, loss_proxy=pl, same_proxy_losses=losses_of(px)))
+    return pools
+
 
 # %% ../../nbs/p08_curation/03_criteria.ipynb #18a271e2
 def random_balanced_labels(N: int, avg_size: int, seed: int = 0) -> np.ndarray:
@@ -405,6 +696,7 @@ def cluster_scores(embeddings: dict,            # name -> raw (N, d) embeddings 
                    seeds: Sequence[int] = (0,),  # k-means seeds
                    n_components: int = 64,      # PCA components
                    random_baseline: bool = True,  # add "random partition" rows
+                   kmeans_sizes="paper",        # balanced_kmeans size bounds: 'paper' ([s/5, 5s]), 'equal' or (lo, hi)
                   ) -> pd.DataFrame:
     "C1 (VR per checkpoint) and C3 (purity) on the same balanced k-means clusterings: one row per combination."
     sources = np.asarray(sources)
@@ -417,8 +709,11 @@ def cluster_scores(embeddings: dict,            # name -> raw (N, d) embeddings 
     rows = []
     for name, s, sd in progress(jobs, desc="C1/C3 clusterings"):
         if len(embeddings.get(name, ())) not in (0, N): raise ValueError(f"embedding {name!r} has {len(embeddings[name])} rows for {N} examples")
-        lab = random_balanced_labels(N, s, sd) if name == "random partition" else balanced_kmeans(pre[name], s, seed=sd)
-        row = {"embedding": name, "avg_size": s, "seed": sd, "purity": purity(lab, sources)}
+        lab = random_balanced_labels(N, s, sd) if name == "random partition" else \
+            balanced_kmeans(pre[name], s, seed=sd, sizes=kmeans_sizes)
+        n_c = np.bincount(lab)
+        row = {"embedding": name, "avg_size": s, "seed": sd, "purity": purity(lab, sources),
+               "min_size": int(n_c.min()), "max_size": int(n_c.max())}
         for k, v in losses.items(): row[f"vr_{k}"] = variance_reduction(v, lab)
         rows.append(row)
     return pd.DataFrame(rows)
