@@ -8,7 +8,8 @@ __all__ = ['SOURCES', 'SPLITS', 'Source', 'SourceNotInstalledError', 'MiniPile',
            'heldout_by_source', 'toy_corpus', 'preprocess', 'balanced_kmeans', 'variance_reduction',
            'within_cluster_variance', 'purity', 'epsilon_graph', 'rac_complete', 'RACResult', 'diversity_select',
            'random_select', 'nearest_to_centroid', 'Selection', 'random_balanced_labels', 'Pool', 'prepare_pool',
-           'cluster_scores', 'curation_experiment']
+           'cluster_scores', 'curation_experiment', 'sample_pools', 'balanced_assign', 'balanced_assign_lp',
+           'eps_pairs_blocked', 'eps_pairs_ivf', 'edge_recall', 'bench_neighbours']
 
 # %% ../../nbs/p08_curation/09_package.ipynb #cea38160
 from .corpus import (SOURCES, SPLITS, Source, SourceNotInstalledError, MiniPile, build_minipile,
@@ -20,7 +21,9 @@ from .proxy import (ProxyLM, train_proxy, fit_tokenizer, encode_windows, short_d
 from .criteria import (preprocess, balanced_kmeans, variance_reduction, within_cluster_variance,
                                          purity, epsilon_graph, rac_complete, RACResult, diversity_select,
                                          random_select, nearest_to_centroid, Selection, random_balanced_labels,
-                                         Pool, prepare_pool, cluster_scores, curation_experiment)
+                                         Pool, prepare_pool, cluster_scores, curation_experiment, sample_pools,
+                                         balanced_assign, balanced_assign_lp, eps_pairs_blocked, eps_pairs_ivf,
+                                         edge_recall, bench_neighbours)
 _all_ = ["SOURCES", "SPLITS", "Source", "SourceNotInstalledError", "MiniPile", "build_minipile", "build_corpus",
          "available_sources", "read_source", "chunk_text", "count_tokens", "dedup", "corpus_sha256",
          "EMBEDDERS", "Embedder", "embed_docs", "get_embedder", "benchmark_embedders", "throughput_report",
@@ -28,4 +31,6 @@ _all_ = ["SOURCES", "SPLITS", "Source", "SourceNotInstalledError", "MiniPile", "
          "example_losses", "heldout_by_source", "toy_corpus",
          "preprocess", "balanced_kmeans", "variance_reduction", "within_cluster_variance", "purity", "epsilon_graph",
          "rac_complete", "RACResult", "diversity_select", "random_select", "nearest_to_centroid", "Selection",
-         "random_balanced_labels", "Pool", "prepare_pool", "cluster_scores", "curation_experiment"]
+         "random_balanced_labels", "Pool", "prepare_pool", "cluster_scores", "curation_experiment",
+         "sample_pools", "balanced_assign", "balanced_assign_lp", "eps_pairs_blocked", "eps_pairs_ivf",
+         "edge_recall", "bench_neighbours"]
