@@ -6,13 +6,14 @@ import re
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from conftest import RUNS, cli, out_dir, popen_cli, run_cli, write_notebook
+from conftest import RUNS, cli, cli_env, out_dir, popen_cli, run_cli, write_notebook
 from neurips25.runner.executors import execute, kernel_threads, plan, run_jobs
 from neurips25.runner.report import render_report, status_rows
 from neurips25.runner.store import SlotLock, failed_dir
@@ -420,6 +421,43 @@ def test_sigterm_stops_workers_and_kernels_and_installs_nothing(fixture_repo, jo
     assert not leftovers(fixture_repo)
     time.sleep(max(0.0, t_signal + 4 + 2 - time.time()))   # past the notebooks' sleep: nothing may appear later
     assert not list(base.rglob("manifest.json")) and not leftovers(fixture_repo)
+
+
+SETTLE_SCRIPT = textwrap.dedent("""\
+    import asyncio, gc, os, signal, sys, threading, time
+    from pathlib import Path
+    from jupyter_core.utils import ensure_event_loop
+    from neurips25.runner.executors import Terminated, execute, install_signal_handlers, plan
+    root = Path(sys.argv[1])
+    (job,) = plan(["p98_fix/fig_a"], "small", {"sleep": "6"}, "cpu", root=root, outputs=root / "outputs")
+    install_signal_handlers()
+    def stop():                  # SIGTERM while the kernel sleeps inside the cell
+        while not list((root / "outputs" / "p98_fix").glob("*/.tmp-*/1*.ipynb")):
+            time.sleep(0.05)
+        time.sleep(2.5)
+        os.kill(os.getpid(), signal.SIGTERM)
+    threading.Thread(target=stop, daemon=True).start()
+    try:
+        execute(job, root / "outputs", root)
+        print("not terminated")
+    except Terminated:
+        pass
+    loop = ensure_event_loop()
+    print("pending", len(asyncio.all_tasks(loop)))
+    loop.run_until_complete(asyncio.sleep(2.5))     # what a slow kernel shutdown gives the pollers: time to wake
+    gc.collect()
+    """)
+
+
+def test_sigterm_inside_a_cell_leaves_no_nbclient_task_behind(fixture_repo):
+    # CI saw "Kernel died while waiting for execute reply" and "Task exception was never retrieved" (a DeadKernelError
+    # traceback) after a SIGTERM at --jobs 1: nbclient's cell task and its two pollers were left pending on the loop
+    # and woke during the kernel's cleanup. Deterministic here: the loop runs on after the stop and must find nothing.
+    r = subprocess.run([sys.executable, "-c", SETTLE_SCRIPT, str(fixture_repo)], capture_output=True, text=True,
+                       env=cli_env(), cwd=str(fixture_repo), timeout=120)
+    assert r.returncode == 0 and "pending 0" in r.stdout, r.stdout + r.stderr
+    assert "Task exception was never retrieved" not in r.stderr and "Kernel died" not in r.stderr, r.stderr
+    assert not leftovers(fixture_repo)
 
 
 def test_two_runners_on_one_artefact_do_not_race(fixture_repo):

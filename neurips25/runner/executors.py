@@ -255,6 +255,22 @@ def _report_progress(text: str):
             _PROGRESS(_RUNNING, text)
 
 
+def _settle_tasks():
+    """Cancel and await every task left on nbclient's event loop of this thread.
+
+    A signal raised inside a cell leaves nbclient's `async_execute_cell` and its two pollers pending; when the kernel
+    is then shut down they wake, log "Kernel died while waiting for execute reply" and end with a `DeadKernelError`
+    nobody retrieves (asyncio prints it with a traceback at exit). Awaiting them here retrieves those exceptions."""
+    import asyncio
+    from jupyter_core.utils import ensure_event_loop
+    loop = ensure_event_loop()
+    tasks = [t for t in asyncio.all_tasks(loop) if not t.done()]
+    for t in tasks:
+        t.cancel()
+    if tasks and not loop.is_running():
+        loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+
+
 def _register_engine():
     "A papermill engine: kernels start with the run's env and cwd, and report their thread pools after the last cell."
     import papermill.engines as pe
@@ -263,6 +279,15 @@ def _register_engine():
     from nbclient.util import run_sync
 
     class _Client(PapermillNotebookClient):
+        @contextlib.contextmanager
+        def setup_kernel(self, **kwargs):
+            with super().setup_kernel(**kwargs):
+                try:
+                    yield
+                except KeyboardInterrupt:       # Ctrl-C/SIGTERM inside a cell: settle nbclient's tasks first, or the
+                    _settle_tasks()             # kernel's cleanup lets them report a dead kernel (a traceback)
+                    raise
+
         def execute_cell(self, cell, cell_index, *args, **kwargs):
             if _PROGRESS is not None:
                 self._cell = f"cell {cell_index + 1}/{len(self.nb.cells)}"
