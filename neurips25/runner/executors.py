@@ -2,7 +2,7 @@
 
 # %% ../../nbs/01c_executors.ipynb #f155056c
 from __future__ import annotations
-import ast, contextlib, inspect, json, math, os, re, signal, shutil, sys, threading, time, traceback, uuid
+import ast, contextlib, inspect, json, math, os, re, signal, shutil, sys, tempfile, threading, time, traceback, uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,8 +21,9 @@ from .claims import registry_stamps
 # %% auto #0
 __all__ = ['NEEDS_CUDA', 'NEEDS_DATA', 'NEEDS_HINTS', 'Job', 'fmt_duration', 'data_needs', 'needs_hints', 'blocked_message',
            'resolve_device', 'plan', 'schedule', 'expected_wall', 'plan_estimate', 'usable_cpus', 'kernel_threads',
-           'tqdm_text', 'Terminated', 'install_signal_handlers', 'base_manifest', 'failure_manifest', 'run_environment',
-           'execute', 'guarded_execute', 'start_threads', 'run_local', 'run_dask', 'run_jobs', 'summarize']
+           'read_threads', 'write_threads', 'tqdm_text', 'Terminated', 'install_signal_handlers', 'base_manifest',
+           'failure_manifest', 'run_environment', 'execute', 'guarded_execute', 'start_threads', 'freed_threads',
+           'run_local', 'run_dask', 'run_jobs', 'summarize']
 
 # %% ../../nbs/01c_executors.ipynb #6b929c8e
 @dataclass
@@ -191,7 +192,12 @@ def plan_estimate(jobs: list[Job], jobs_n: int) -> str:
 
 # %% ../../nbs/01c_executors.ipynb #4abb103f
 def usable_cpus() -> int:
-    "CPUs this process may run on."
+    "CPUs the runner shares among its kernels: NEURIPS25_CPUS if set, else those this process may run on."
+    env = os.environ.get("NEURIPS25_CPUS", "").strip()
+    if env:
+        if not env.isdigit() or int(env) < 1:
+            raise RunnerError(f"NEURIPS25_CPUS must be a positive integer, got {env!r}")
+        return int(env)
     with contextlib.suppress(AttributeError, OSError):
         return len(os.sched_getaffinity(0))
     return os.cpu_count() or 1
@@ -232,6 +238,45 @@ def _probe_result(reply: dict) -> dict | None:
 
 
 _PROBE_WAIT = 60.0                 # seconds the kernel gets to answer the probe before it is interrupted
+_RAISED: dict = {}                 # executed notebook -> the thread raises its kernel took, [{cell, threads}]
+
+# Raising a running kernel's threads between two cells (runs finished and freed theirs): every pool still at the old
+# count (the runner's) gets the new one — BLAS/OpenMP through threadpoolctl, torch's intra-op pool, and the env
+# variables that subprocesses and libraries loaded later read; a pool the notebook set itself is left alone.
+_SET_THREADS = """def _neurips25_threads(old, new):
+    import os, sys
+    for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        if os.environ.get(v) in (None, str(old)):
+            os.environ[v] = str(new)
+    try:
+        import threadpoolctl
+        at_old = {i["prefix"]: new for i in threadpoolctl.threadpool_info() if i.get("num_threads") == old}
+        if at_old:
+            threadpoolctl.threadpool_limits(limits=at_old)
+    except Exception:
+        pass
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.get_num_threads() == old:
+        torch.set_num_threads(new)
+"""
+
+
+def read_threads(path) -> int | None:
+    "The thread count in a run's threads file (None when there is none or it is unreadable)."
+    if path is None:
+        return None
+    try:
+        n = int(Path(path).read_text().strip())
+    except (OSError, ValueError):
+        return None
+    return n if n > 0 else None
+
+
+def write_threads(path: Path, n: int):
+    "Set a run's threads file to `n` (atomically: a kernel never reads half a number)."
+    tmp = Path(path).with_suffix(".tmp")
+    tmp.write_text(str(int(n)))
+    os.replace(tmp, path)
 
 # Live progress: where a running notebook's progress goes (None: nowhere). `run_jobs` sets it on a terminal; a worker
 # process gets a queue to the parent instead. `_RUNNING` names the run this process executes now.
@@ -289,6 +334,8 @@ def _register_engine():
                     raise
 
         def execute_cell(self, cell, cell_index, *args, **kwargs):
+            if cell.cell_type == "code":
+                self._retune(cell, cell_index)
             if _PROGRESS is not None:
                 self._cell = f"cell {cell_index + 1}/{len(self.nb.cells)}"
                 _report_progress(self._cell)
@@ -301,6 +348,24 @@ def _register_engine():
                 if bar:
                     _report_progress(f"{getattr(self, '_cell', 'cell ?')} · {bar}")
             return out
+
+        def _retune(self, cell, cell_index):
+            "Before a code cell: if the runner raised this run's threads (others finished), raise the kernel's pools."
+            new, old = read_threads(getattr(self, "_threads_file", None)), getattr(self, "_threads_now", None)
+            if new is None or old is None or new <= old:
+                return
+            saved, self.timeout = self.timeout, _PROBE_WAIT
+            try:
+                code = f"{_SET_THREADS}_neurips25_threads({old}, {new})\ndel _neurips25_threads\n"
+                msg_id = self.kc.execute(code, silent=True, store_history=False)
+                reply = self.wait_for_reply(msg_id, cell)
+            except TimeoutError:                 # a kernel that cannot answer in time keeps its threads
+                return
+            finally:
+                self.timeout = saved
+            if reply is not None and reply.get("content", {}).get("status") == "ok":
+                self._threads_now = new
+                _RAISED.setdefault(str(self.nb_man.output_path), []).append({"cell": cell_index, "threads": new})
 
         def papermill_execute_cells(self):
             super().papermill_execute_cells()    # a dead or timed-out kernel raises here: then there is nothing to ask
@@ -323,13 +388,16 @@ def _register_engine():
         @classmethod
         def execute_managed_notebook(cls, nb_man, kernel_name, log_output=False, stdout_file=None, stderr_file=None,
                                      start_timeout=60, execution_timeout=None, kernel_env=None, kernel_cwd=None,
-                                     **kwargs):
+                                     threads_file=None, **kwargs):
             kwargs = pe.remove_args(["input_path", "timeout", "startup_timeout"], **kwargs)
             kw = pe.merge_kwargs(kwargs, timeout=execution_timeout, startup_timeout=start_timeout,
                                  kernel_name=kernel_name, log=pe.logger, log_output=log_output,
                                  stdout_file=stdout_file, stderr_file=stderr_file)
             start = {k: v for k, v in (("env", kernel_env), ("cwd", kernel_cwd)) if v is not None}
-            return _Client(nb_man, **kw).execute(**start)    # -> KernelManager.start_kernel(env=..., cwd=...)
+            client = _Client(nb_man, **kw)
+            client._threads_file = threads_file          # raised by the runner while the kernel runs (see run_local)
+            client._threads_now = read_threads(threads_file)
+            return client.execute(**start)               # -> KernelManager.start_kernel(env=..., cwd=...)
 
     pe.papermill_engines.register("neurips25", _Engine)
 
@@ -432,6 +500,7 @@ def execute(job: Job,                       # the planned run
             threads: int | None = None,     # threads per kernel (default: kernel_threads(1))
             timeout: float | None = None,   # per-cell timeout in seconds
             lock_timeout: float | None = None,  # seconds to wait for another runner holding this slot
+            threads_file: Path | None = None,   # holds `threads`; the runner raises it when other runs free theirs
            ) -> dict:
     "Run one notebook with papermill into a temporary folder; install it under the slot's lock. Returns the manifest."
     import papermill
@@ -468,7 +537,7 @@ def execute(job: Job,                       # the planned run
                         kernel_name="python3", log_output=False, engine_name="neurips25", execution_timeout=timeout,
                         extra_arguments=["--IPKernelApp.log_level=CRITICAL"],
                         kernel_env={**os.environ, **run_environment(job, tmp, threads)},   # this run's kernel only
-                        kernel_cwd=str(art.notebook.parent))
+                        kernel_cwd=str(art.notebook.parent), threads_file=threads_file)
                 manifest["status"] = "ok"
         except PapermillExecutionError as e:
             tb = [re.sub(r"\x1b\[[0-9;]*m", "", t) for t in (e.traceback or [])][-6:]
@@ -487,7 +556,8 @@ def execute(job: Job,                       # the planned run
                                  "traceback": traceback.format_exception_only(type(e), e)}
         try:
             manifest.update(finished=now(), duration_s=round(time.time() - t0, 2), threads={
-                "requested": threads, "cpus_usable": usable_cpus(), "kernel": _PROBED.pop(str(executed), None)})
+                "requested": threads, "cpus_usable": usable_cpus(), "kernel": _PROBED.pop(str(executed), None),
+                "raised": _RAISED.pop(str(executed), [])})
             files = file_records(tmp)
             if manifest["status"] == "ok" and not [f for f in files if f["path"] != executed.name]:
                 manifest["status"] = "failed"
@@ -509,11 +579,12 @@ def execute(job: Job,                       # the planned run
     return manifest
 
 
-def guarded_execute(job: Job, outputs=None, root=None, threads=None, timeout=None, lock_timeout=None) -> dict:
+def guarded_execute(job: Job, outputs=None, root=None, threads=None, timeout=None, lock_timeout=None,
+                    threads_file=None) -> dict:
     "`execute`, with the store's errors (unwritable outputs, a lock held too long) turned into a failure manifest."
     t0 = time.time()
     try:
-        return execute(job, outputs, root, threads, timeout, lock_timeout)
+        return execute(job, outputs, root, threads, timeout, lock_timeout, threads_file)
     except StoreError as e:
         return failure_manifest(job, "StoreError", str(e), time.time() - t0)
     except LockBusy as e:
@@ -568,6 +639,11 @@ def start_threads(running: int, pending: int, jobs_n: int) -> int:
     return kernel_threads(max(1, min(jobs_n, running + 1 + pending)))
 
 
+def freed_threads(running: int, pending: int) -> int | None:
+    "Threads each of `running` runs may use once no run waits to start (None while some do: a new run takes the slot)."
+    return kernel_threads(running) if running and not pending else None
+
+
 def _drain(q, on_progress):
     "Hand each (run, text) from the workers' queue to `on_progress` until the None that ends it."
     while (item := q.get()) is not None:
@@ -602,15 +678,20 @@ def run_local(todo: list[Job], jobs_n: int, outputs=None, root=None, timeout=Non
     if reader:
         reader.start()
     ex = ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_worker_init, initargs=(q,))
-    pending, running = list(todo), {}
+    pending, running, tfiles = list(todo), {}, {}
+    ctl = Path(tempfile.mkdtemp(prefix="neurips25-threads-"))   # one threads file per run, raised as runs finish
     try:
         while pending or running:
             while pending and len(running) < n:              # a free worker takes the next run, with its thread share
                 j = pending.pop(0)
                 t = start_threads(len(running), len(pending), n)
-                running[ex.submit(_worker_run, (j, outputs, root, t, timeout))] = j
+                tf = ctl / f"{uuid.uuid4().hex}.threads"
+                write_threads(tf, t)
+                f = ex.submit(_worker_run, (j, outputs, root, t, timeout, None, tf))
+                running[f], tfiles[f] = j, (tf, t)
             finished, _ = wait(running, return_when=FIRST_COMPLETED)
             for f in finished:
+                tfiles.pop(f, None)
                 j = running.pop(f)
                 try:
                     done(f.result())
@@ -619,10 +700,16 @@ def run_local(todo: list[Job], jobs_n: int, outputs=None, root=None, timeout=Non
                     for p in pending:
                         done(_died(p, outputs, e))
                     pending.clear()
+            more = freed_threads(len(running), len(pending))  # nothing left to start: the runs in flight get the
+            for f, (tf, t) in list(tfiles.items()):           # threads the finished ones freed, from their next cell
+                if more and more > t:
+                    write_threads(tf, more)
+                    tfiles[f] = (tf, more)
     except BaseException:
         _stop_workers(ex)
         raise
     finally:
+        shutil.rmtree(ctl, ignore_errors=True)
         if reader:
             q.put(None)
             reader.join(5)
