@@ -2,6 +2,8 @@
 
 # %% ../../nbs/p06_care/05_train.ipynb #ae2bbc58
 from __future__ import annotations
+import os
+from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -48,6 +50,51 @@ def _check_images(x, name: str):
     if x.is_floating_point() and not torch.isfinite(x).all(): raise ValueError(f"{name} contains NaN or inf")
     return x
 
+def _check_batch(batch_size, name: str = "batch_size"):
+    if batch_size is not None and not (isinstance(batch_size, int) and not isinstance(batch_size, bool) and batch_size >= 1):
+        raise ValueError(f"{name} must be None or an integer >= 1, got {batch_size!r}")
+
+
+def _autocast(device, amp: bool):
+    "bfloat16 autocast when `amp` (bf16 keeps fp32's range: no loss scaling), else a no-op: the fp32 loop to the bit."
+    return torch.autocast(torch.device(device).type, dtype=torch.bfloat16, enabled=bool(amp))
+
+
+class _Checkpoint:
+    "Save and resume a training loop (model, optimiser, RNG states, step, loss history), atomically every `every` steps."
+    def __init__(self, path, every: int, config: dict):
+        if path is not None and (isinstance(every, bool) or not isinstance(every, int) or every < 1):
+            raise ValueError(f"checkpoint_every must be an integer >= 1, got {every!r}")
+        self.path, self.every, self.config = (Path(path) if path is not None else None), every, config
+
+    def resume(self, model, opt, gen) -> tuple[int, list]:
+        "The step and history to continue from (0, [] without a checkpoint); restores the states in place."
+        if self.path is None or not self.path.exists(): return 0, []
+        ck = torch.load(self.path, map_location="cpu", weights_only=True)
+        if ck.get("config") != self.config:
+            raise ValueError(f"{self.path}: a checkpoint of another training configuration ({ck.get('config')} vs "
+                             f"{self.config}); delete it or choose another path")
+        model.load_state_dict(ck["model"])
+        opt.load_state_dict(ck["opt"])
+        gen.set_state(ck["gen"])
+        torch.set_rng_state(ck["torch_rng"])
+        return int(ck["step"]), list(ck["hist"])
+
+    def save(self, step: int, steps: int, model, opt, gen, hist):
+        "Write the state after `step` steps when due (every `every` steps and at the end)."
+        if self.path is None or not (step % self.every == 0 or step == steps): return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        torch.save(dict(config=self.config, step=step, model=model.state_dict(), opt=opt.state_dict(),
+                        gen=gen.get_state(), torch_rng=torch.get_rng_state(), hist=hist), tmp)
+        os.replace(tmp, self.path)
+
+
+def _fingerprint(*ts) -> list:
+    "Shapes and sums of the training tensors: a checkpoint of other data is refused."
+    return [[list(t.shape), round(float(t.double().sum()), 6)] for t in ts if t is not None]
+
+
 def train_segmenter(images_hu: torch.Tensor,   # (B, 1, H, W) ground-truth images in HU
                     labels: torch.Tensor,      # (B, H, W) label maps
                     steps: int = 300,          # full-batch Adam steps
@@ -56,14 +103,16 @@ def train_segmenter(images_hu: torch.Tensor,   # (B, 1, H, W) ground-truth image
                     seed: int = 0,
                     batch_size: int | None = None,  # None: full batch (as before); else random minibatches
                     noise_hu: float = 0.0,     # augmentation: add N(0, σ²) HU with σ ~ U(0, noise_hu) per image and step
+                    amp: bool = False,         # bfloat16 autocast (full on CUDA); False: the fp32 loop
+                    checkpoint: str | Path | None = None,  # resume from / save to this file (None: no checkpoints)
+                    checkpoint_every: int = 500,  # steps between checkpoints
                    ) -> tuple[UNet, list]:
     "Train a U-Net segmenter with cross-entropy; returns the frozen model and the loss history."
     _check_images(images_hu, "images_hu")
     if images_hu.ndim != 4 or labels.shape != (images_hu.shape[0], *images_hu.shape[2:]):
         raise ValueError("images must be (B, 1, H, W) and labels (B, H, W)")
     if labels.min() < 0 or labels.max() >= N_CLASSES: raise ValueError(f"labels out of range 0..{N_CLASSES - 1}")
-    if batch_size is not None and not (isinstance(batch_size, int) and batch_size >= 1):
-        raise ValueError(f"batch_size must be None or an integer >= 1, got {batch_size!r}")
+    _check_batch(batch_size)
     if not (np.isfinite(noise_hu) and noise_hu >= 0): raise ValueError(f"noise_hu must be >= 0 HU, got {noise_hu}")
     torch.manual_seed(seed)
     model = UNet(1, N_CLASSES, width, depth).to(images_hu.device)
@@ -71,24 +120,37 @@ def train_segmenter(images_hu: torch.Tensor,   # (B, 1, H, W) ground-truth image
     x = hu_to_input(images_hu); hist = []
     plain = batch_size is None and noise_hu == 0                          # the original full-batch loop
     g = torch.Generator(device=images_hu.device).manual_seed(seed)
-    for _ in progress(range(steps), desc="segmenter"):
-        if plain:
-            loss = F.cross_entropy(model(x), labels)
-        else:
-            idx = (torch.randint(0, images_hu.shape[0], (batch_size,), generator=g, device=images_hu.device)
-                   if batch_size is not None else torch.arange(images_hu.shape[0], device=images_hu.device))
-            xb = images_hu[idx]
-            if noise_hu > 0:                                                # nnU-Net-style Gaussian noise augmentation
-                sig = noise_hu * torch.rand((len(idx), 1, 1, 1), generator=g, device=xb.device)
-                xb = xb + sig * torch.randn(xb.shape, generator=g, device=xb.device)
-            loss = F.cross_entropy(model(hu_to_input(xb)), labels[idx])
-        opt.zero_grad(); loss.backward(); opt.step(); hist.append(float(loss.detach()))
+    ck = _Checkpoint(checkpoint, checkpoint_every, dict(kind="segmenter", lr=lr, width=width, depth=depth, seed=seed,
+                     batch_size=batch_size, noise_hu=noise_hu, amp=amp, data=_fingerprint(images_hu, labels)))
+    start, hist = ck.resume(model, opt, g)
+    for step in progress(range(start, steps), desc="segmenter"):
+        with _autocast(images_hu.device, amp):
+            if plain:
+                loss = F.cross_entropy(model(x), labels)
+            else:
+                idx = (torch.randint(0, images_hu.shape[0], (batch_size,), generator=g, device=images_hu.device)
+                       if batch_size is not None else torch.arange(images_hu.shape[0], device=images_hu.device))
+                xb = images_hu[idx]
+                if noise_hu > 0:                                            # nnU-Net-style Gaussian noise augmentation
+                    sig = noise_hu * torch.rand((len(idx), 1, 1, 1), generator=g, device=xb.device)
+                    xb = xb + sig * torch.randn(xb.shape, generator=g, device=xb.device)
+                loss = F.cross_entropy(model(hu_to_input(xb)), labels[idx])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        hist.append(float(loss.detach()))
+        ck.save(step + 1, steps, model, opt, g, hist)
     return freeze(model), hist
 
 @torch.no_grad()
-def segment(model: UNet, images_hu: torch.Tensor) -> np.ndarray:
+def segment(model: UNet, images_hu: torch.Tensor,
+            batch_size: int | None = None,     # images per forward pass (None: all at once)
+           ) -> np.ndarray:
     "Label maps (B, H, W) predicted by a segmenter."
     _check_images(images_hu, "images_hu")
+    _check_batch(batch_size)
+    if batch_size is not None and images_hu.shape[0] > batch_size:
+        return np.concatenate([segment(model, images_hu[i:i + batch_size]) for i in range(0, images_hu.shape[0], batch_size)])
     return model(hu_to_input(images_hu)).argmax(1).cpu().numpy().astype(np.uint8)
 
 # %% ../../nbs/p06_care/05_train.ipynb #95f3ad04
@@ -99,22 +161,46 @@ def train_enhancer(rec_hu: torch.Tensor,      # (B, 1, H, W) reconstructions (HU
                    lambda_s: float = 0.0,     # structural weight (paper 0.001); 0 = without CARE
                    lambda_p: float = 1.0,     # pixel weight (paper 1)
                    steps: int = 300, lr: float = 1e-3, width: int = 16, depth: int = 2, seed: int = 0,
+                   batch_size: int | None = None,  # None: full batch (as before); else random minibatches
+                   amp: bool = False,         # bfloat16 autocast (full on CUDA); False: the fp32 loop
+                   checkpoint: str | Path | None = None,  # resume from / save to this file (None: no checkpoints)
+                   checkpoint_every: int = 500,  # steps between checkpoints
                   ) -> tuple[UNet, list]:
     "Train a residual U-Net enhancer on (reconstruction, ground truth) pairs with the CARE loss."
     _check_images(rec_hu, "rec_hu"); _check_images(gt_hu, "gt_hu")
     if rec_hu.shape != gt_hu.shape or rec_hu.ndim != 4: raise ValueError("rec and gt must both be (B, 1, H, W)")
+    _check_batch(batch_size)
     torch.manual_seed(seed)
     model = UNet(1, 1, width, depth, residual=True).to(rec_hu.device)
     torch.nn.init.zeros_(model.head.weight); torch.nn.init.zeros_(model.head.bias)   # identity at start
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     x, t = hu_to_input(rec_hu), hu_to_input(gt_hu); hist = []
-    for _ in progress(range(steps), desc=f"enhancer λs={lambda_s}"):
-        loss, _ = care_loss(model(x), t, seg, labels, lambda_p, lambda_s)
-        opt.zero_grad(); loss.backward(); opt.step(); hist.append(float(loss.detach()))
+    g = torch.Generator(device=rec_hu.device).manual_seed(seed)
+    ck = _Checkpoint(checkpoint, checkpoint_every, dict(kind="enhancer", lambda_s=lambda_s, lambda_p=lambda_p, lr=lr,
+                     width=width, depth=depth, seed=seed, batch_size=batch_size, amp=amp,
+                     data=_fingerprint(rec_hu, gt_hu, labels if lambda_s > 0 else None)))
+    start, hist = ck.resume(model, opt, g)
+    for step in progress(range(start, steps), desc=f"enhancer λs={lambda_s}"):
+        xb, tb, lb = x, t, labels
+        if batch_size is not None:
+            idx = torch.randint(0, x.shape[0], (batch_size,), generator=g, device=x.device)
+            xb, tb, lb = x[idx], t[idx], (labels[idx] if labels is not None else None)
+        with _autocast(rec_hu.device, amp):
+            loss, _ = care_loss(model(xb), tb, seg, lb, lambda_p, lambda_s)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        hist.append(float(loss.detach()))
+        ck.save(step + 1, steps, model, opt, g, hist)
     return model.eval(), hist
 
 @torch.no_grad()
-def enhance(model: UNet, rec_hu: torch.Tensor) -> torch.Tensor:
+def enhance(model: UNet, rec_hu: torch.Tensor,
+            batch_size: int | None = None,     # images per forward pass (None: all at once)
+           ) -> torch.Tensor:
     "Enhanced images back in HU."
     _check_images(rec_hu, "rec_hu")
+    _check_batch(batch_size)
+    if batch_size is not None and rec_hu.shape[0] > batch_size:
+        return torch.cat([enhance(model, rec_hu[i:i + batch_size]) for i in range(0, rec_hu.shape[0], batch_size)])
     return model(hu_to_input(rec_hu)) * 1000.0
