@@ -12,8 +12,9 @@ import numpy as np
 __all__ = ['REPO_ROOT', 'NBS_PATH', 'DATA_PATH', 'CACHE_PATH', 'OUTPUTS_PATH', 'SHARED_DATA', 'PROFILES', 'OKABE_ITO', 'VERDICTS',
            'CLAIM_KINDS', 'in_test', 'current_profile', 'in_notebook', 'seed_everything', 'get_device', 'set_style',
            'start_run', 'output_dir', 'savefig', 'to_markdown', 'save_table', 'ClaimRegistryError', 'claims_file',
-           'load_claims', 'registered_claim', 'record_claim', 'library_hash', 'cache_key', 'cache_enabled', 'cached',
-           'DataFileError', 'sha256_file', 'data_file', 'progress', 'package_versions', 'device_info']
+           'load_claims', 'registered_claim', 'record_claim', 'gpu_check_active', 'profile_params', 'record_rate',
+           'projected_full_s', 'library_hash', 'cache_key', 'cache_enabled', 'cached', 'DataFileError', 'sha256_file',
+           'data_file', 'progress', 'package_versions', 'device_info']
 
 # %% ../nbs/00_core.ipynb #489fb321
 def _find_repo_root() -> Path:
@@ -372,6 +373,63 @@ def _collect_unregistered(series, artefact, id, statement, paper, criterion, kin
     with open(folder / f"{series}.jsonl", "a") as f: f.write(json.dumps(rec, ensure_ascii=False) + "\n")
     warnings.warn(f"claim {id!r} of {series}/{artefact} is not registered: collected for claims.yaml (migration mode)")
     return {**rec, "entry": id}
+
+# %% ../nbs/00_core.ipynb #a6d3d99b
+def gpu_check_active() -> bool:
+    "Whether this run is part of `neurips25 gpu-check` (NEURIPS25_GPU_CHECK=1): notebooks then time their full work."
+    return os.environ.get("NEURIPS25_GPU_CHECK", "") == "1"
+
+def profile_params(profile: str = "full",  # small | medium | full
+                  ) -> dict:
+    "The parameters the series' `runs.yaml` gives the current artefact at `profile` (what that profile's run sets)."
+    import yaml
+    if profile not in PROFILES: raise ValueError(f"profile must be one of {PROFILES}, got {profile!r}")
+    series, artefact = _RUN.get("series"), _RUN.get("artefact")
+    if not series: raise RuntimeError("no run started: call start_run(series, artefact) before profile_params")
+    path = claims_file(series).parent / "runs.yaml"              # beside the series' claims registry
+    try:
+        arts = (yaml.safe_load(path.read_text()) or {}).get("artefacts") or {}
+    except (OSError, yaml.YAMLError) as e:
+        raise FileNotFoundError(f"cannot read {path}: {e}") from None
+    if artefact not in arts: raise KeyError(f"artefact {artefact!r} is not registered in {path}")
+    return dict(arts[artefact].get(profile) or {})
+
+def _positive(v, what: str) -> float:
+    try: v = float(v)
+    except (TypeError, ValueError): raise ValueError(f"{what} must be a number, got {v!r}") from None
+    if not (np.isfinite(v) and v > 0): raise ValueError(f"{what} must be a finite number > 0, got {v!r}")
+    return v
+
+def record_rate(name: str,                      # what was timed, e.g. "train_resnet18" (a plain file-stem name)
+                value: float,                   # the measured rate: `unit` per second
+                unit: str,                      # what is counted: steps | samples | tokens | ... (per second)
+                work_full: float | None = None, # how many `unit` of this same work the `full` profile does
+                work: float | None = None,      # how many `unit` this run timed (for the record)
+                note: str = "",                 # how the timed work relates to full's (batch, network, bounds)
+               ) -> dict:
+    "Record a measured throughput of this run in `rates.json`; with `work_full`, full's projected seconds for it."
+    _check_name(name)
+    if not isinstance(unit, str) or not unit.isidentifier():
+        raise ValueError(f"unit must be one word (steps, samples, tokens, ...), got {unit!r}")
+    value = _positive(value, f"rate {name!r}")
+    rec = dict(name=name, value=value, unit=unit, work=None if work is None else _positive(work, "work"),
+               work_full=None if work_full is None else _positive(work_full, "work_full"), note=str(note),
+               profile=current_profile(), device=os.environ.get("NEURIPS25_DEVICE"))
+    rec["projected_full_s"] = None if rec["work_full"] is None else rec["work_full"] / value   # t = work / rate
+    path = output_dir() / "rates.json"
+    rates = json.loads(path.read_text()) if path.exists() else []
+    rates = [r for r in rates if r["name"] != name] + [rec]
+    _atomic_write_bytes(path, (json.dumps(rates, indent=1, ensure_ascii=False) + "\n").encode())
+    proj = "" if rec["projected_full_s"] is None else \
+        f"; full does {rec['work_full']:,.4g} {unit}: {rec['projected_full_s']:,.1f} s projected"
+    print(f"[rate] {name}: {value:,.4g} {unit}/s{proj}")
+    return rec
+
+def projected_full_s(rates: Sequence[dict]) -> float | None:
+    "Projected seconds of the `full` profile's timed work: the sum of work_full / rate (None: no rate names its work)."
+    parts = [r["work_full"] / r["value"] for r in rates if r.get("work_full") is not None and r.get("value")]
+    return float(sum(parts)) if parts else None
+
 
 # %% ../nbs/00_core.ipynb #10da798c
 def _canonical(obj) -> Any:

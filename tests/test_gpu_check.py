@@ -55,7 +55,63 @@ def test_report_gpu_check_section(tmp_path):
                   "cuda_peak_mib": 0.0, "problem": "ran, but not on the GPU"}]}))
     text = "\n".join(gpu_check_section(tmp_path))
     assert "NVIDIA H200" in text and "**failed**, 1/2 runs ok" in text
-    assert "| p05_sgequidiff/fig_samples | ✓ | 4.2 s | cuda:0 | 812 MiB |  |" in text
-    assert "ran, but not on the GPU" in text
+    assert "| p05_sgequidiff/fig_samples | ✓ | 4.2 s | cuda:0 | 812 MiB |  |  |  |" in text
+    assert "ran, but not on the GPU" in text and "Projected `full` time" not in text
+    rep = json.loads((tmp_path / "gpu-check.json").read_text())
+    rep["runs"][0].update(rates=[{"name": "train", "value": 412.0, "unit": "steps", "work_full": 2.4e6},
+                                 {"name": "eval", "value": 3.1e4, "unit": "samples", "work_full": None}],
+                          projected_full_s=2.4e6 / 412.0)
+    rep.update(projected_full_s=2.4e6 / 412.0, not_projected=["p09_unlearning/tab_smollm2_headline"])
+    (tmp_path / "gpu-check.json").write_text(json.dumps(rep))
+    text = "\n".join(gpu_check_section(tmp_path))
+    assert "| p05_sgequidiff/fig_samples | ✓ | 4.2 s | cuda:0 | 812 MiB | train 412 steps/s, eval 3.1e+04 samples/s " \
+           "| 1.6 h |  |" in text, text
+    assert "1.6 h in all; no projection for p09_unlearning/tab_smollm2_headline (no rate recorded)" in text
     (tmp_path / "gpu-check.json").write_text("{not json")
     assert "unreadable" in "\n".join(gpu_check_section(tmp_path))
+
+
+# tab_b (gpu: true) times its "full" work under the check only: 250 steps/s measured (a fixed number here), full does
+# n x 1000 steps (runs.yaml: n = 50 at full), so 200 s projected; it also reports what its kernel's environment was
+RATE = """
+import os, json
+from neurips25.core import gpu_check_active, profile_params, record_rate
+save_table(pd.DataFrame({"check": [gpu_check_active()], "cache": [os.environ.get("NEURIPS25_CACHE")]}), "env")
+if gpu_check_active():
+    record_rate("train", 250.0, "steps", work_full=profile_params("full")["n"] * 1000, note="fixture")
+    record_rate("eval", 2000.0, "samples", work_full=profile_params("full")["n"] * 4000)
+    record_rate("probe", 9.0, "steps")
+"""
+
+
+def test_gpu_check_collects_rates_and_projects_full(fixture_repo, tmp_path):
+    from conftest import write_notebook
+    write_notebook(fixture_repo / "nbs" / "p98_fix" / "11_tab_b.ipynb", "tab_b", extra=RATE)
+    r = run_cli(fixture_repo, "gpu-check", "--device", "cpu", "--out", str(tmp_path / "gc.json"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    rep = json.loads((tmp_path / "gc.json").read_text())
+    (row,) = rep["runs"]
+    assert [(x["name"], x["unit"], x["value"], x["work_full"]) for x in row["rates"]] == [
+        ("train", "steps", 250.0, 50_000.0), ("eval", "samples", 2000.0, 200_000.0), ("probe", "steps", 9.0, None)]
+    assert row["projected_full_s"] == pytest.approx(50_000 / 250 + 200_000 / 2000)          # 200 s + 100 s
+    assert rep["projected_full_s"] == pytest.approx(300.0) and rep["not_projected"] == []
+    assert "train 250 steps/s, eval 2e+03 samples/s, probe 9 steps/s, full projected 5.0 min" in r.stdout
+    # the check's kernels ran with NEURIPS25_GPU_CHECK=1 and no cache; a plain run records no rate
+    scratch = r.stdout.split("scratch outputs in ")[1].split()[0].rstrip(";")
+    import pandas as pd
+    env = pd.read_csv(f"{scratch}/p98_fix/tab_b/small/env.csv")
+    assert bool(env.check[0]) and str(env.cache[0]) == "0"
+    r = run_cli(fixture_repo, "reproduce", "p98/tab_b", "--profile", "small", "--device", "cpu")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert not (out_dir(fixture_repo, "tab_b", "small") / "rates.json").exists()
+    assert not bool(pd.read_csv(out_dir(fixture_repo, "tab_b", "small") / "env.csv").check[0])
+
+
+def test_gpu_check_rates_file_that_is_not_core_s_is_a_failure(fixture_repo, tmp_path):
+    from conftest import write_notebook
+    bad = "\n(out / 'rates.json').write_text('{\"train\": 3}')\n"
+    write_notebook(fixture_repo / "nbs" / "p98_fix" / "11_tab_b.ipynb", "tab_b", extra=bad)
+    r = run_cli(fixture_repo, "gpu-check", "--device", "cpu", "--out", str(tmp_path / "gc.json"))
+    assert r.returncode == 1, r.stdout + r.stderr
+    (row,) = json.loads((tmp_path / "gc.json").read_text())["runs"]
+    assert not row["ok"] and "is not a list of rates" in row["problem"]

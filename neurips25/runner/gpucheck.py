@@ -2,21 +2,22 @@
 
 # %% ../../nbs/01h_gpucheck.ipynb #f285cd30
 from __future__ import annotations
-import argparse, platform, tempfile
+import argparse, contextlib, json, os, platform, tempfile
 from pathlib import Path
 
 from .. import core
-from .registry import RunnerError
+from .registry import RunnerError, run_dir
 from .executors import execute, fmt_duration, plan, resolve_device
 from .store import now, write_json
 
 # %% auto #0
-__all__ = ['check_row', 'gpu_check', 'gpu_check_args', 'cmd_gpu_check']
+__all__ = ['check_row', 'read_rates', 'rate_text', 'gpu_check', 'gpu_check_args', 'cmd_gpu_check']
 
 # %% ../../nbs/01h_gpucheck.ipynb #fcde42f9
 def check_row(art_id: str,      # series/artefact
               m: dict,          # the run's manifest
               device: str,      # the device asked for: cpu | cuda
+              rates: list | None = None,  # the rates the run recorded (`core.record_rate`, its rates.json)
              ) -> dict:
     "One gpu-check row from a run's manifest: status, wall time, device used, CUDA use and peak memory, pass/fail."
     probe = ((m.get("threads") or {}).get("kernel") or {})
@@ -25,7 +26,10 @@ def check_row(art_id: str,      # series/artefact
     dev = (m.get("device") or {}).get("device", "?")
     row = {"artefact": art_id, "status": m.get("status"), "wall_s": m.get("duration_s"), "device": dev,
            "gpu": (m.get("device") or {}).get("gpu"), "cuda_used": used,
-           "cuda_peak_mib": round(float(cuda.get("peak_mib") or 0.0), 1), "problem": None}
+           "cuda_peak_mib": round(float(cuda.get("peak_mib") or 0.0), 1), "problem": None,
+           "rates": [{k: r.get(k) for k in ("name", "value", "unit", "work_full", "projected_full_s", "note")}
+                     for r in rates or []],
+           "projected_full_s": core.projected_full_s(rates or [])}
     if m.get("status") != "ok":
         err = m.get("error") or {}
         row["problem"] = f"{err.get('ename', 'failed')}: {str(err.get('evalue', ''))[:300]}"
@@ -36,6 +40,37 @@ def check_row(art_id: str,      # series/artefact
         row["problem"] = "asked for the CPU, but the kernel allocated GPU memory"
     row["ok"] = row["problem"] is None
     return row
+
+
+def read_rates(run: Path) -> list:
+    "The rates a run recorded (`rates.json` in its folder; [] when it recorded none)."
+    p = Path(run) / "rates.json"
+    if not p.is_file():
+        return []
+    rates = json.loads(p.read_text())
+    if not isinstance(rates, list) or not all(isinstance(r, dict) and "value" in r for r in rates):
+        raise ValueError(f"{p} is not a list of rates (core.record_rate writes it)")
+    return rates
+
+
+def rate_text(rates: list) -> str:
+    "The rates of a row, short: 'train 412 steps/s, eval 3.1e+04 samples/s'."
+    return ", ".join(f"{r['name']} {r['value']:.3g} {r['unit']}/s" for r in rates)
+
+
+@contextlib.contextmanager
+def _check_env():
+    "A gpu-check's kernels: notebooks time their full work (NEURIPS25_GPU_CHECK=1) and train anew (no cache)."
+    saved = {k: os.environ.get(k) for k in ("NEURIPS25_GPU_CHECK", "NEURIPS25_CACHE")}
+    os.environ.update(NEURIPS25_GPU_CHECK="1", NEURIPS25_CACHE="0")   # a cache hit would skip the GPU work
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 # %% ../../nbs/01h_gpucheck.ipynb #89a75d2d
 def gpu_check(device: str = "cuda",            # cuda | cpu
@@ -60,13 +95,26 @@ def gpu_check(device: str = "cuda",            # cuda | cpu
     rows = []
     for i, j in enumerate(jobs, 1):
         say(f"  [{i}/{len(jobs)}] {j.art.id} ...")
-        rows.append(check_row(j.art.id, execute(j, outputs=work, root=root, timeout=timeout), dev))
+        with _check_env():
+            m = execute(j, outputs=work, root=root, timeout=timeout)
+        try:
+            rates, bad = (read_rates(run_dir(j.art, "small", work, j.overrides)) if m.get("status") == "ok" else []), None
+        except ValueError as e:                    # not core.record_rate's file: the check says so
+            rates, bad = [], str(e)
+        rows.append(check_row(j.art.id, m, dev, rates))
         r = rows[-1]
+        if bad and r["ok"]:
+            r.update(ok=False, problem=bad)
+        proj = f", full projected {fmt_duration(r['projected_full_s'])}" if r["projected_full_s"] is not None else ""
         say(f"      {'ok  ' if r['ok'] else 'FAIL'} {fmt_duration(r['wall_s'] or 0.0)}, {r['device']}, "
-            f"peak {r['cuda_peak_mib']:.0f} MiB" + (f" - {r['problem']}" if r["problem"] else ""))
+            f"peak {r['cuda_peak_mib']:.0f} MiB" + (f"; {rate_text(r['rates'])}{proj}" if r["rates"] else "")
+            + (f" - {r['problem']}" if r["problem"] else ""))
+    projected = [r["projected_full_s"] for r in rows if r["projected_full_s"] is not None]
     report = {"device": dev, "gpu": info.get("gpu"), "finished": now(), "host": platform.node(),
               "profile": "small", "ok": all(r["ok"] for r in rows),
               "total_s": round(sum(r["wall_s"] or 0 for r in rows), 2),
+              "projected_full_s": round(sum(projected), 1) if projected else None,   # the runs that project
+              "not_projected": [r["artefact"] for r in rows if r["projected_full_s"] is None],
               "runs": rows}
     if out is None:
         ref = Path(root or core.REPO_ROOT) / "outputs" / "gpu-check.json"
@@ -74,7 +122,8 @@ def gpu_check(device: str = "cuda",            # cuda | cpu
     write_json(Path(out), report)
     report["path"] = str(out)
     say(f"gpu-check: {'passed' if report['ok'] else 'FAILED'}: {sum(r['ok'] for r in rows)}/{len(rows)} ok in "
-        f"{fmt_duration(report['total_s'])}; report: {out}")
+        f"{fmt_duration(report['total_s'])}" + (f"; full projected {fmt_duration(report['projected_full_s'])} "
+        f"(timed work of {len(projected)} artefact(s))" if projected else "") + f"; report: {out}")
     return report
 
 # %% ../../nbs/01h_gpucheck.ipynb #e9d7a820

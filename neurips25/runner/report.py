@@ -8,6 +8,7 @@ from pathlib import Path
 from .. import core
 from .registry import PROFILES, load_registry, run_dir, read_manifest
 from .store import failed_dir, now
+from .executors import fmt_duration
 
 # %% auto #0
 __all__ = ['cell', 'read_claims', 'collect', 'best_records', 'claim_counts', 'checks_text', 'gpu_check_section', 'render_report',
@@ -154,8 +155,8 @@ def gpu_check_section(outputs: Path) -> list[str]:
     if not p.is_file():
         return L + ["No GPU check is recorded here. On a machine with CUDA, `make gpu-check` runs every `gpu: true` "
                     "artefact at its small profile on the GPU, checks each kernel used it, and writes "
-                    "`outputs/gpu-check.json` (wall time and peak GPU memory per run), which this section then shows.",
-                    ""]
+                    "`outputs/gpu-check.json` (wall time, peak GPU memory, throughput and the projected `full` time "
+                    "per run), which this section then shows.", ""]
     try:
         rep = json.loads(p.read_text())
         runs = list(rep["runs"])
@@ -164,12 +165,23 @@ def gpu_check_section(outputs: Path) -> list[str]:
     L += [f"`make gpu-check` on {cell(rep.get('gpu') or rep.get('device'))}, {cell(rep.get('finished', '?'))}: "
           f"{'passed' if rep.get('ok') else '**failed**'}, {sum(bool(r.get('ok')) for r in runs)}/{len(runs)} runs ok "
           f"at the {cell(rep.get('profile', 'small'))} profile.", "",
-          "| artefact | ok | wall | device | peak GPU memory | problem |", "|---|---|---|---|---|---|"]
+          "| artefact | ok | wall | device | peak GPU memory | throughput | projected `full` | problem |",
+          "|---|---|---|---|---|---|---|---|"]
     for r in runs:
+        rates = ", ".join(f"{cell(x.get('name'))} {float(x.get('value') or 0):.3g} {cell(x.get('unit'))}/s"
+                          for x in r.get("rates") or [])
+        proj = r.get("projected_full_s")
         L.append(f"| {cell(r.get('artefact'))} | {'✓' if r.get('ok') else '✗'} | {float(r.get('wall_s') or 0):.1f} s | "
-                 f"{cell(r.get('device'))} | {float(r.get('cuda_peak_mib') or 0):.0f} MiB | "
-                 f"{cell(r.get('problem') or '')} |")
-    return L + [""]
+                 f"{cell(r.get('device'))} | {float(r.get('cuda_peak_mib') or 0):.0f} MiB | {rates} | "
+                 f"{fmt_duration(float(proj)) if proj is not None else ''} | {cell(r.get('problem') or '')} |")
+    L.append("")
+    if rep.get("projected_full_s") is not None:
+        missing = rep.get("not_projected") or []
+        L += [f"Projected `full` time of the timed work (Σ work_full / rate over each run's recorded rates, "
+              f"`core.record_rate`): {fmt_duration(float(rep['projected_full_s']))} in all"
+              + (f"; no projection for {', '.join(cell(m) for m in missing)} (no rate recorded)" if missing else "")
+              + ". Each rate's note in `gpu-check.json` says what it leaves out.", ""]
+    return L
 
 
 def render_report(root: Path | None = None, outputs: Path | None = None) -> str:
