@@ -16,6 +16,7 @@ def oracle_segment(rec: np.ndarray,         # reconstructed image (same units as
                    spacing,                 # pixel size in mm
                    margin_mm: float = 6.0,  # how far from G_ℓ a pixel may be labelled ℓ
                    band: float = 60.0,      # intensity tolerance around [a_ℓ, b_ℓ] (units of `rec`)
+                   crop: bool = False,      # work in each structure's bounding box + margin (same labels, faster on large volumes)
                   ) -> np.ndarray:
     "Oracle thresholding: label pixels near each GT structure whose value is within `band` of its GT range."
     rec, ref, gt = np.asarray(rec, float), np.asarray(ref, float), np.asarray(gt_labels)
@@ -32,12 +33,21 @@ def oracle_segment(rec: np.ndarray,         # reconstructed image (same units as
     for l in labels:
         G = gt == l
         a, b = ref[G].min(), ref[G].max()                                 # GT intensity range [a_ℓ, b_ℓ]
-        d = ndi.distance_transform_edt(~G, sampling=sp)                   # d(x, G_ℓ) in mm
-        off = np.maximum(a - rec, 0) + np.maximum(rec - b, 0)             # dist(r(x), [a_ℓ, b_ℓ])
+        if crop:                                                          # only pixels within margin_mm of G_ℓ can win
+            idx = np.nonzero(G)
+            pad = [int(np.ceil(margin_mm / s)) + 1 for s in sp]
+            box = tuple(slice(max(0, int(i.min()) - p), int(i.max()) + p + 1) for i, p in zip(idx, pad))
+            d = ndi.distance_transform_edt(~G[box], sampling=sp)           # exact: every voxel of G_ℓ is in the box
+            r_, best_, out_ = rec[box], best[box], out[box]               # views: writes reach best and out
+        else:
+            d = ndi.distance_transform_edt(~G, sampling=sp)               # d(x, G_ℓ) in mm
+            r_, best_, out_ = rec, best, out
+        off = np.maximum(a - r_, 0) + np.maximum(r_ - b, 0)               # dist(r(x), [a_ℓ, b_ℓ])
         cand = (d <= margin_mm) & (off <= band)
         cost = np.where(cand, d / margin_mm + off / band, np.inf)
-        win = cost < best
-        out[win] = l; best[win] = cost[win]
+        win = cost < best_
+        out_[win] = l
+        best_[win] = cost[win]
     return out
 
 # %% ../../nbs/p06_care/03_segment.ipynb #5d1e2327
