@@ -2,7 +2,7 @@
 
 # %% ../../nbs/p07_iipm/03_selective.ipynb #870fabbf
 from __future__ import annotations
-import time
+import hashlib, time
 from typing import Callable, Sequence
 
 import numpy as np
@@ -12,9 +12,9 @@ from .measures import mmi_tv, mmi_lin, generalized_hartley, entropy_difference, 
 
 # %% auto #0
 __all__ = ['REJECTION_RATES', 'MEASURES', 'MEASURE_LABELS', 'ar_curve', 'random_ar_curve', 'oracle_ar_curve', 'ar_auc',
-           'compute_measures', 'selective_scores', 'load_tabular', 'random_forest_ensemble', 'ensemble_proba',
-           'small_cnn', 'cnn_ensemble', 'cnn_proba', 'load_images', 'parse_range', 'tabular_run', 'auc_table',
-           'plot_ar_panel']
+           'compute_measures', 'selective_scores', 'obesity_features', 'load_tabular', 'random_forest_ensemble',
+           'ensemble_proba', 'small_cnn', 'cnn_ensemble', 'cnn_proba', 'load_images', 'parse_range', 'tabular_run',
+           'auc_table', 'plot_ar_panel']
 
 # %% ../../nbs/p07_iipm/03_selective.ipynb #7bf37c1a
 REJECTION_RATES = np.round(np.arange(0, 0.951, 0.05), 2)  # ρ = 0, 0.05, ..., 0.95
@@ -109,12 +109,29 @@ def selective_scores(probs,  # ensemble predictions, shape (n, m, K)
             "values": values, "seconds": seconds, "rates": np.asarray(rates)}
 
 # %% ../../nbs/p07_iipm/03_selective.ipynb #7b4521bf
-def load_tabular(name: str,              # digits | wine | breast_cancer | synthetic_obesity | many_class_<K>
+def obesity_features(df,  # the UCI obesity table as load_obesity returns it (17 columns)
+                    ) -> tuple[np.ndarray, np.ndarray, list]:
+    "Forest inputs of the obesity table: numeric columns as floats, text columns one-hot; labels 0..6; feature names."
+    import pandas as pd
+    from neurips25.sources.loaders import OBESITY_CLASSES
+    feats = df.drop(columns="NObeyesdad")
+    text = [c for c in feats.columns if not pd.api.types.is_numeric_dtype(feats[c])]
+    X = pd.get_dummies(feats, columns=text, dtype=np.float64)     # one column per category, sorted by name
+    if X.isna().any().any():
+        raise ValueError(f"obesity table: missing values in {sorted(X.columns[X.isna().any()])[:5]}")
+    y = df["NObeyesdad"].map({c: i for i, c in enumerate(OBESITY_CLASSES)}).to_numpy(np.int64)
+    return X.to_numpy(np.float64), y, list(X.columns)
+
+def load_tabular(name: str,              # digits | wine | breast_cancer | obesity | synthetic_obesity | many_class_<K>
                  seed: int = 0,          # seed of the synthetic generators
                  n_per_class: int = 60,  # rows per class for many_class_<K>
                 ) -> tuple[np.ndarray, np.ndarray, int]:
     "Features X, labels y and the number of classes K of a tabular dataset."
     from sklearn.datasets import make_classification
+    if name == "obesity":                                      # the paper's UCI table, through the data layer
+        from neurips25.sources.loaders import load_obesity
+        X, y, _ = obesity_features(load_obesity())
+        return X, y, 7
     if name in ("digits", "wine", "breast_cancer"):
         from neurips25.datasets import load_sklearn
         X, y = load_sklearn(name)
@@ -128,7 +145,8 @@ def load_tabular(name: str,              # digits | wine | breast_cancer | synth
                                    n_classes=K, n_clusters_per_class=1, class_sep=1.5, weights=None, flip_y=0.0,
                                    random_state=seed)
     else:
-        raise ValueError(f"unknown dataset {name!r}: use digits, wine, breast_cancer, synthetic_obesity or many_class_<K>")
+        raise ValueError(f"unknown dataset {name!r}: use digits, wine, breast_cancer, obesity, synthetic_obesity or "
+                         "many_class_<K>")
     y = np.asarray(y, dtype=np.int64)
     return np.asarray(X, dtype=np.float64), y, int(y.max()) + 1
 
@@ -277,6 +295,7 @@ def tabular_run(dataset: str,            # a name for load_tabular
     from sklearn.model_selection import train_test_split
     from neurips25.core import cached, progress
     X, y, K = load_tabular(dataset, seed=seed, n_per_class=n_per_class)
+    data_sha = hashlib.sha256(X.tobytes() + y.tobytes()).hexdigest() if dataset == "obesity" else None
     runs = []
     for r in progress(range(n_splits), desc=f"{dataset} splits"):
         Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=test_size, stratify=y, random_state=seed + r)
@@ -286,6 +305,8 @@ def tabular_run(dataset: str,            # a name for load_tabular
             return ensemble_proba(models, Xte, K)
         params = dict(dataset=dataset, split=r, n_members=n_members, depth_range=list(depth_range),
                       trees_range=list(trees_range), test_size=test_size, seed=seed, n_per_class=n_per_class)
+        if dataset == "obesity":                 # user-supplied data: the cache key names the table itself
+            params["data_sha256"] = data_sha
         probs = cached("p07_iipm_rf_probs", params, fit_predict, modules=["neurips25.iipm"]) if cache else fit_predict()
         res = selective_scores(probs, yte, names)
         res.update(split=r, K=K, n_test=len(yte), probs=probs, y=yte)
