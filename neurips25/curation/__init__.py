@@ -9,7 +9,8 @@ __all__ = ['SOURCES', 'SPLITS', 'Source', 'SourceNotInstalledError', 'MiniPile',
            'within_cluster_variance', 'purity', 'epsilon_graph', 'rac_complete', 'RACResult', 'diversity_select',
            'random_select', 'nearest_to_centroid', 'Selection', 'random_balanced_labels', 'Pool', 'prepare_pool',
            'cluster_scores', 'curation_experiment', 'sample_pools', 'balanced_assign', 'balanced_assign_lp',
-           'eps_pairs_blocked', 'eps_pairs_ivf', 'edge_recall', 'bench_neighbours']
+           'eps_pairs_blocked', 'eps_pairs_ivf', 'edge_recall', 'bench_neighbours', 'PILE_SETS', 'pile_corpus',
+           'load_corpus', 'sample_pile_sequences', 'SequencePacker', 'train_lm_full', 'neighbour_recall']
 
 # %% ../../nbs/p08_curation/09_package.ipynb #cea38160
 from .corpus import (SOURCES, SPLITS, Source, SourceNotInstalledError, MiniPile, build_minipile,
@@ -24,6 +25,8 @@ from .criteria import (preprocess, balanced_kmeans, variance_reduction, within_c
                                          Pool, prepare_pool, cluster_scores, curation_experiment, sample_pools,
                                          balanced_assign, balanced_assign_lp, eps_pairs_blocked, eps_pairs_ivf,
                                          edge_recall, bench_neighbours)
+from .scale import (PILE_SETS, pile_corpus, load_corpus, sample_pile_sequences, SequencePacker,
+                                      train_lm_full, neighbour_recall)
 _all_ = ["SOURCES", "SPLITS", "Source", "SourceNotInstalledError", "MiniPile", "build_minipile", "build_corpus",
          "available_sources", "read_source", "chunk_text", "count_tokens", "dedup", "corpus_sha256",
          "EMBEDDERS", "Embedder", "embed_docs", "get_embedder", "benchmark_embedders", "throughput_report",
@@ -33,4 +36,5 @@ _all_ = ["SOURCES", "SPLITS", "Source", "SourceNotInstalledError", "MiniPile", "
          "rac_complete", "RACResult", "diversity_select", "random_select", "nearest_to_centroid", "Selection",
          "random_balanced_labels", "Pool", "prepare_pool", "cluster_scores", "curation_experiment",
          "sample_pools", "balanced_assign", "balanced_assign_lp", "eps_pairs_blocked", "eps_pairs_ivf",
-         "edge_recall", "bench_neighbours"]
+         "edge_recall", "bench_neighbours", "PILE_SETS", "pile_corpus", "load_corpus", "sample_pile_sequences",
+         "SequencePacker", "train_lm_full", "neighbour_recall"]

@@ -75,13 +75,41 @@ def _sqdist_argmin(X, C, allowed, block: int = 1024):
         dist[s:s + block] = D[np.arange(len(xb)), j] + (xb * xb).sum(1)
     return idx, np.maximum(dist, 0)
 
-def _fill(X, C, pts, cap, block):
+def _device(device: str) -> str:
+    if device == "auto": return "cuda" if torch.cuda.is_available() else "cpu"
+    if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
+        raise ValueError(f"device must be 'auto', 'cpu' or 'cuda[:n]', got {device!r}")
+    return device
+
+def _torch_argmin(X, C, device: str, block: int = 8192):
+    "The nearest-allowed-centre search of `_sqdist_argmin` on torch (float64 on the CPU, float32 on CUDA)."
+    dev = torch.device(_device(device))
+    dt = torch.float64 if dev.type == "cpu" else torch.float32
+    Xt, Ct = torch.as_tensor(X, dtype=dt, device=dev), torch.as_tensor(C, dtype=dt, device=dev)
+    cn0, xn = (Ct * Ct).sum(1), (Xt * Xt).sum(1)
+    def argmin(rows, allowed):
+        cn = torch.where(torch.as_tensor(allowed, device=dev), cn0, torch.full_like(cn0, float("inf")))
+        r = torch.as_tensor(rows, device=dev)
+        idx, dist = np.empty(len(rows), dtype=np.int64), np.empty(len(rows))
+        with torch.no_grad():
+            for s in range(0, len(rows), block):
+                rb = r[s:s + block]
+                D = Xt[rb] @ Ct.T
+                D.mul_(-2).add_(cn[None, :])                               # ||x-c||^2 - ||x||^2 (inf where not allowed)
+                j = D.argmin(1)
+                idx[s:s + block] = j.cpu().numpy()
+                dist[s:s + block] = (D.gather(1, j[:, None])[:, 0] + xn[rb]).double().cpu().numpy()
+        return idx, np.maximum(dist, 0)
+    return argmin
+
+def _fill(X, C, pts, cap, block, argmin=None):
     "Assign the points `pts` greedily to clusters with remaining capacity `cap` (modified in place)."
     lab = np.full(len(pts), -1, dtype=np.int64)
     todo = np.arange(len(pts))
     while len(todo):
         if not (cap > 0).any(): break                                  # phase 1 leaves the N mod k leftovers
-        j, d = _sqdist_argmin(X[pts[todo]], C, cap > 0, block)
+        if argmin is None: j, d = _sqdist_argmin(X[pts[todo]], C, cap > 0, block)
+        else: j, d = argmin(pts[todo], cap > 0)
         o = np.lexsort((todo, d, j))                                   # by cluster, then distance, then point id
         j_o = j[o]
         start = np.r_[0, np.flatnonzero(np.diff(j_o)) + 1]
@@ -133,18 +161,20 @@ def balanced_assign(X,                 # points, shape (N, d)
                     C,                 # centres, shape (k, d), k <= N
                     block: int = 1024, # rows per distance block
                     sizes="equal",     # 'equal' (floor/ceil N/k), 'paper' ([s/5, 5s], s = N/k) or (lo, hi)
+                    device: str | None = None,  # None: numpy; 'cpu', 'cuda' or 'auto': the distance search on torch
                    ) -> np.ndarray:
     "Greedy capacity-constrained assignment of X to C with cluster sizes within the bounds `sizes` sets."
     N, k = len(X), len(C)
     if not 1 <= k <= N: raise ValueError(f"need 1 <= k <= N clusters, got k={k}, N={N}")
     bounds = _size_bounds(sizes, N, k)
+    am = None if device is None else _torch_argmin(X, C, device, block)
     if bounds is None:
-        lab = _fill(X, C, np.arange(N), np.full(k, N // k, dtype=np.int64), block)
+        lab = _fill(X, C, np.arange(N), np.full(k, N // k, dtype=np.int64), block, am)
         rest = np.flatnonzero(lab < 0)
-        if len(rest): lab[rest] = _fill(X, C, rest, np.ones(k, dtype=np.int64), block)   # N mod k leftovers
+        if len(rest): lab[rest] = _fill(X, C, rest, np.ones(k, dtype=np.int64), block, am)   # N mod k leftovers
         return lab
     lo, hi = bounds
-    lab = _fill(X, C, np.arange(N), np.full(k, hi, dtype=np.int64), block)         # sizes <= hi, everybody placed
+    lab = _fill(X, C, np.arange(N), np.full(k, hi, dtype=np.int64), block, am)     # sizes <= hi, everybody placed
     return _top_up(X, C, lab, lo)                                                  # then sizes >= lo
 
 def balanced_assign_lp(X, C, sizes="paper") -> np.ndarray:
@@ -166,8 +196,19 @@ def balanced_assign_lp(X, C, sizes="paper") -> np.ndarray:
     if np.abs(x - np.round(x)).max() > 1e-6: raise RuntimeError("the assignment LP returned a fractional vertex")
     return x.argmax(1)
 
-def kmeans_pp_init(Z, k: int, seed: int = 0) -> np.ndarray:
+def kmeans_pp_init(Z, k: int, seed: int = 0, device: str | None = None) -> np.ndarray:
     "k-means++ seeding (Arthur and Vassilvitskii 2007): each next centre drawn with probability ∝ D²; (k, d) centres."
+    if device is not None:                                             # on torch (its own generator): 10^6 points
+        dev = torch.device(_device(device))
+        Zt = torch.as_tensor(Z, dtype=torch.float64 if dev.type == "cpu" else torch.float32, device=dev)
+        g = torch.Generator(device=dev).manual_seed(int(seed))
+        idx = torch.empty(k, dtype=torch.long, device=dev)
+        idx[0] = torch.randint(len(Zt), (1,), generator=g, device=dev)[0]
+        d2 = ((Zt - Zt[idx[0]]) ** 2).sum(1)
+        for t in range(1, k):                                          # + 1e-30: all-duplicate data draws uniformly
+            idx[t] = torch.multinomial(d2 + 1e-30, 1, generator=g)[0]
+            d2 = torch.minimum(d2, ((Zt - Zt[idx[t]]) ** 2).sum(1))
+        return np.asarray(Z)[idx.cpu().numpy()]
     rng = np.random.default_rng(seed)
     N = len(Z); idx = [int(rng.integers(N))]
     d2 = ((Z - Z[idx[0]]) ** 2).sum(1)
@@ -184,6 +225,7 @@ def balanced_kmeans(Z,                   # (preprocessed) embeddings, shape (N, 
                     sizes="paper",       # 'paper' ([s/5, 5s], App. B.3), 'equal' (differ by <= 1) or (lo, hi)
                     assign: str = "greedy",  # 'greedy' (balanced_assign) or 'lp' (balanced_assign_lp, exact, slow)
                     init: str = "k-means++",  # 'k-means++' (kmeans_pp_init) or 'forgy' (k random points)
+                    device: str | None = None,  # None: numpy (small, medium); 'cuda'/'auto'/'cpu': torch (full)
                    ) -> np.ndarray:
     "Balanced k-means labels in 0..k-1, k = round(N/s), cluster sizes within the bounds `sizes` sets (Reconstruction)."
     Z = check_embeddings(Z)
@@ -192,11 +234,13 @@ def balanced_kmeans(Z,                   # (preprocessed) embeddings, shape (N, 
     if init not in ("k-means++", "forgy"): raise ValueError(f"init must be 'k-means++' or 'forgy', got {init!r}")
     N = len(Z); k = max(1, int(round(N / avg_size)))
     _size_bounds(sizes, N, k)                                            # a bad `sizes` fails before any work
-    C = kmeans_pp_init(Z, k, seed) if init == "k-means++" else \
+    if device is not None: _device(device)                              # a bad device fails before any work
+    C = kmeans_pp_init(Z, k, seed, device=device) if init == "k-means++" else \
         Z[np.sort(np.random.default_rng(seed).choice(N, k, replace=False))]   # seeded Forgy initialisation
     lab = None
     for _ in range(check_int(n_iter, "n_iter")):
-        new = balanced_assign(Z, C, sizes=sizes) if assign == "greedy" else balanced_assign_lp(Z, C, sizes=sizes)
+        new = balanced_assign(Z, C, sizes=sizes, device=device) if assign == "greedy" else \
+            balanced_assign_lp(Z, C, sizes=sizes)
         if lab is not None and (new == lab).all(): break
         lab = new
         A = coo_matrix((np.ones(N), (lab, np.arange(N))), shape=(k, N)).tocsr()
@@ -350,12 +394,6 @@ def rac_complete(Z,                        # points, shape (N, d)
     return RACResult(N, float(eps_max), M, rounds)
 
 # %% ../../nbs/p08_curation/03_criteria.ipynb #e628a872
-def _device(device: str) -> str:
-    if device == "auto": return "cuda" if torch.cuda.is_available() else "cpu"
-    if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
-        raise ValueError(f"device must be 'auto', 'cpu' or 'cuda[:n]', got {device!r}")
-    return device
-
 def _recheck(Z, i, j, eps, max_edges):
     "Exact float64 squared distances of candidate pairs; keep those <= eps (a clear error past max_edges)."
     d = np.concatenate([((Z[i[t:t + 65536]] - Z[j[t:t + 65536]]) ** 2).sum(1) for t in range(0, len(i), 65536)]
@@ -516,19 +554,28 @@ def diversity_select(Z,                        # preprocessed embeddings of the 
                      block_elems: int = 1 << 22, max_edges: int = 30_000_000,
                      neighbours: str = "exact",  # epsilon_graph method ('ivf': approximate, for large pools)
                      neighbours_kw: dict | None = None,
+                     horizon: str = "double",  # adaptive eps_max growth: 'double' eps, or 'quantile' (double the
+                                               # share of sampled pairs below it: edges grow x2, for large pools)
                     ) -> Selection:
     "Diameter-ε clustering (RAC), one centroid-nearest example per cluster, largest ε giving >= B clusters."
     Z = check_embeddings(Z)
     N = len(Z); budget = _check_budget(budget, N)
+    if horizon not in ("double", "quantile"):
+        raise ValueError(f"horizon must be 'double' or 'quantile', got {horizon!r}")
     if eps_max is None:
         sub = Z[np.random.default_rng(0).choice(N, min(N, 1000), replace=False)]
         d2 = pdist(sub, "sqeuclidean") if len(sub) > 1 else np.zeros(1)
-        eps_max = float(np.quantile(d2, min(1.0, 4 * (N / budget) / N)))
+        q = min(1.0, 4 * (N / budget) / N)
+        eps_max = float(np.quantile(d2, q))
         top = float(np.max(d2)) * 4 + 1e-12                          # beyond the diameter of the sample, twice over
         while True:
             res = rac_complete(Z, eps_max, block_elems, max_edges, neighbours, neighbours_kw)
             if res.n_clusters(eps_max) < budget or res.n_clusters(eps_max) == 1 or eps_max > top: break
-            eps_max = 2 * eps_max if eps_max > 0 else 1e-6
+            nxt = 2 * eps_max if eps_max > 0 else 1e-6
+            if horizon == "quantile" and q < 1:                        # the same cut, ~2x the edges per try
+                q = min(1.0, 2 * q)
+                nxt = max(float(np.quantile(d2, q)), np.nextafter(eps_max, np.inf))
+            eps_max = nxt
     else:
         res = rac_complete(Z, eps_max, block_elems, max_edges, neighbours, neighbours_kw)
         if res.n_clusters(eps_max) >= budget and res.n_clusters(eps_max) > 1:
@@ -543,9 +590,14 @@ def diversity_select(Z,                        # preprocessed embeddings of the 
     eps = float(cand[ok][-1])                                         # the largest ε meeting the budget
     lab = res.labels(eps)
     reps = nearest_to_centroid(Z, lab)                                # one example per cluster
-    K = len(reps)
+    return _subset(Selection(reps, eps, len(reps), lab, {"eps_max": res.eps_max, "rac_rounds": res.rounds,
+                                                          "reps": reps}), budget, seed)
+
+def _subset(sel: Selection, budget: int, seed: int) -> Selection:
+    "The selection of seed `seed` from all cluster representatives `sel.info['reps']` (a random B of them if K > B)."
+    reps, K = sel.info["reps"], len(sel.info["reps"])
     if K > budget: reps = reps[np.sort(np.random.default_rng(seed).choice(K, budget, replace=False))]   # [R] ties
-    return Selection(np.sort(reps), eps, K, lab, {"eps_max": res.eps_max, "rac_rounds": res.rounds})
+    return Selection(np.sort(reps), sel.eps, K, sel.labels, sel.info)
 
 # %% ../../nbs/p08_curation/03_criteria.ipynb #c67b8663
 import hashlib
@@ -579,15 +631,19 @@ def _split(docs: pd.DataFrame, split: str, names: list) -> tuple[list, np.ndarra
     d = docs[docs.split == split]
     return d.text.tolist(), np.array([names.index(s) for s in d.source], dtype=np.int64)
 
-def _embed_cached(name, texts, embed_kw, px, embed_fn, cache):
+def _embed_cached(name, texts, embed_kw, px, embed_fn, cache, amp: bool = False):
     "Embed `texts` with embedder `name` (the lm_* ones with proxy `px`), cached; the array and a timing row."
     kw = dict((embed_kw or {}).get(name, {}))
     if name.startswith("lm_"): kw.update(model=px.model, tokenizer=px.tokenizer)
     state = lm.data_hash(lm.untied_state_dict(px.model)) if name.startswith("lm_") else None
     key = {"name": name, "texts": _sha_texts(texts),
            "kw": {k: v for k, v in kw.items() if k not in ("model", "tokenizer")}, "proxy": state}
+    if amp: key["amp"] = True                                           # bf16 autocast on CUDA (full profile)
     def compute():
-        t0 = time.perf_counter(); X = embed_fn(name, texts, **kw); return X, time.perf_counter() - t0
+        from neurips25.curation.scale import autocast
+        t0 = time.perf_counter()
+        with autocast("cuda" if amp and torch.cuda.is_available() else "cpu", amp): X = embed_fn(name, texts, **kw)
+        return X, time.perf_counter() - t0
     X, sec = cached("p08_embeddings", key, compute, modules=["neurips25.curation.embeddings", "neurips25.lm"],
                     enabled=cache)
     return X, {"embedder": name, "dim": X.shape[1], "docs": len(texts), "seconds": sec,
@@ -612,6 +668,8 @@ def prepare_pool(docs: pd.DataFrame,            # documents: columns source, spl
                  embed_kw: dict | None = None,  # per-embedder options, e.g. {"minilm": {"batch_size": 32}}
                  embed_fn=None,                 # (name, texts, **kw) -> array; default curation.embeddings.embed_docs
                  cache: bool | None = None,     # None: core.cache_enabled()
+                 amp: bool = False,             # bf16 autocast on CUDA: proxy training, losses, LM embeddings (full)
+                 loss_batch: int = 64,          # windows per forward pass of the ℓ(x) evaluation
                 ) -> Pool:
     "Train the proxy on the train split, score ℓ(x) at its checkpoints, embed the pool with every embedder."
     names = _check_docs(docs)
@@ -620,12 +678,14 @@ def prepare_pool(docs: pd.DataFrame,            # documents: columns source, spl
     if embed_fn is None:
         from neurips25.curation.embeddings import embed_docs as embed_fn
     pk = dict(proxy_kw or {}); pk["checkpoints"] = sorted(set(pk.get("checkpoints", ())) | set(loss_steps))
+    if amp: pk["amp"] = True
     px = _proxy.train_proxy(texts, cache=cache, **pk)
-    losses = {f"step {s}": _proxy.example_losses(px.at(s), px.tokenizer, texts) for s in loss_steps}
-    losses["final"] = _proxy.example_losses(px.model, px.tokenizer, texts)
+    el = lambda m: _proxy.example_losses(m, px.tokenizer, texts, batch_size=loss_batch, amp=amp)
+    losses = {f"step {s}": el(px.at(s)) for s in loss_steps}
+    losses["final"] = el(px.model)
     embs, rows = {}, []
     for name in embedders:
-        embs[name], row = _embed_cached(name, texts, embed_kw, px, embed_fn, cache)
+        embs[name], row = _embed_cached(name, texts, embed_kw, px, embed_fn, cache, amp)
         rows.append(row)
     return Pool(texts, src, names, vtexts, vsrc, px, losses, embs, pd.DataFrame(rows))
 
@@ -637,6 +697,7 @@ def sample_pools(docs: pd.DataFrame,            # documents: columns source, spl
                  loss_steps: Sequence[int] = (),  # intermediate checkpoints whose ℓ(x) is kept (plus the final)
                  loss_seed_offset: int = 10_000,  # the loss proxy of seed r has seed r + loss_seed_offset
                  embed_kw: dict | None = None, embed_fn=None, cache: bool | None = None,   # as in prepare_pool
+                 amp: bool = False, loss_batch: int = 64,                                  # as in prepare_pool
                 ) -> list[Pool]:
     """Per seed r: a seeded `fraction` sample of the train split, a proxy of seed r (tokenizer, lm_* embeddings) and
     an independently seeded proxy (seed r + loss_seed_offset) whose checkpoints give ℓ(x) in `losses`."""
@@ -658,9 +719,10 @@ def sample_pools(docs: pd.DataFrame,            # documents: columns source, spl
         from neurips25.curation.embeddings import embed_docs as embed_fn
     fixed = {}                                         # document-wise embedders: once on the whole train split
     for name in embedders:
-        if not name.startswith("lm_"): fixed[name] = _embed_cached(name, texts, embed_kw, None, embed_fn, cache)
+        if not name.startswith("lm_"): fixed[name] = _embed_cached(name, texts, embed_kw, None, embed_fn, cache, amp)
     pk = dict(proxy_kw or {}); pk["checkpoints"] = sorted(set(pk.get("checkpoints", ())) | set(loss_steps))
     pk.pop("seed", None)
+    if amp: pk["amp"] = True
     pools = []
     for r in seeds:
         idx = np.sort(np.random.default_rng(r).choice(N, m, replace=False))
@@ -669,13 +731,14 @@ def sample_pools(docs: pd.DataFrame,            # documents: columns source, spl
         pl = _proxy.train_proxy(tx, cache=cache, seed=r + loss_seed_offset, desc=f"loss proxy s{r}",
                                 **{**pk, "tokenizer": px.tokenizer})
         def losses_of(p):
-            out = {f"step {s}": _proxy.example_losses(p.at(s), p.tokenizer, tx) for s in loss_steps}
-            out["final"] = _proxy.example_losses(p.model, p.tokenizer, tx)
+            el = lambda m: _proxy.example_losses(m, p.tokenizer, tx, batch_size=loss_batch, amp=amp)
+            out = {f"step {s}": el(p.at(s)) for s in loss_steps}
+            out["final"] = el(p.model)
             return out
         embs, rows = {}, []
         for name in embedders:
             if name in fixed: X, row = fixed[name][0][idx], {**fixed[name][1]}
-            else: X, row = _embed_cached(name, tx, embed_kw, px, embed_fn, cache)
+            else: X, row = _embed_cached(name, tx, embed_kw, px, embed_fn, cache, amp)
             embs[name] = X; rows.append({**row, "seed": r})
         pools.append(Pool(tx, src[idx], names, vtexts, vsrc, px, losses_of(pl), embs, pd.DataFrame(rows), seed=r,
                           indices=idx, loss_proxy=pl, same_proxy_losses=losses_of(px)))
@@ -697,6 +760,8 @@ def cluster_scores(embeddings: dict,            # name -> raw (N, d) embeddings 
                    n_components: int = 64,      # PCA components
                    random_baseline: bool = True,  # add "random partition" rows
                    kmeans_sizes="paper",        # balanced_kmeans size bounds: 'paper' ([s/5, 5s]), 'equal' or (lo, hi)
+                   pca_fit_size: int | None = None,  # fit the standardiser and PCA on this many points (paper: 500k)
+                   device: str | None = None,   # balanced k-means on torch ('cuda', 'auto'; None: numpy)
                   ) -> pd.DataFrame:
     "C1 (VR per checkpoint) and C3 (purity) on the same balanced k-means clusterings: one row per combination."
     sources = np.asarray(sources)
@@ -705,12 +770,12 @@ def cluster_scores(embeddings: dict,            # name -> raw (N, d) embeddings 
         if len(v) != N: raise ValueError(f"losses {k!r} has {len(v)} values for {N} examples")
     jobs = [(n, s, sd) for n in embeddings for s in sizes for sd in seeds]
     if random_baseline: jobs += [("random partition", s, sd) for s in sizes for sd in seeds]
-    pre = {n: preprocess(Z, n_components) for n, Z in embeddings.items()}
+    pre = {n: preprocess(Z, n_components, fit_size=pca_fit_size) for n, Z in embeddings.items()}
     rows = []
     for name, s, sd in progress(jobs, desc="C1/C3 clusterings"):
         if len(embeddings.get(name, ())) not in (0, N): raise ValueError(f"embedding {name!r} has {len(embeddings[name])} rows for {N} examples")
         lab = random_balanced_labels(N, s, sd) if name == "random partition" else \
-            balanced_kmeans(pre[name], s, seed=sd, sizes=kmeans_sizes)
+            balanced_kmeans(pre[name], s, seed=sd, sizes=kmeans_sizes, device=device)
         n_c = np.bincount(lab)
         row = {"embedding": name, "avg_size": s, "seed": sd, "purity": purity(lab, sources),
                "min_size": int(n_c.min()), "max_size": int(n_c.max())}
@@ -726,6 +791,9 @@ def curation_experiment(pool: Pool,
                         train_kw: dict | None = None,  # train_proxy arguments of the fresh LMs (steps fixes the token budget)
                         n_components: int = 64,     # PCA components before the selector
                         cache: bool | None = None,
+                        select_kw: dict | None = None,  # diversity_select options (neighbours, neighbours_kw,
+                                                        # horizon, max_edges: the full profile's large-pool search)
+                        pca_fit_size: int | None = None,  # fit the standardiser and PCA on this many points
                        ) -> pd.DataFrame:
     "C2: select `budget` pool documents per method and seed, pretrain a fresh LM, evaluate held-out per source."
     N = len(pool.texts); budget = _check_budget(budget, N)
@@ -733,16 +801,19 @@ def curation_experiment(pool: Pool,
     if unknown: raise ValueError(f"unknown selection method(s) {unknown}: use 'random' or one of {sorted(pool.embeddings)}")
     if len(seeds) < 1: raise ValueError("need at least one seed")
     tk = dict(train_kw or {}); tk.setdefault("n_ctx", pool.proxy.n_ctx)
-    pre = {m: preprocess(pool.embeddings[m], n_components) for m in methods if m != "random"}
-    rows = []
+    pre = {m: preprocess(pool.embeddings[m], n_components, fit_size=pca_fit_size) for m in methods if m != "random"}
+    rows, base = [], {}                          # the RAC of an embedding does not depend on the seed: run it once
     for sd in seeds:
         for m in progress(methods, desc=f"C2 seed {sd}"):
             t0 = time.perf_counter()
-            sel = random_select(N, budget, seed=sd) if m == "random" else diversity_select(pre[m], budget, seed=sd)
+            if m == "random": sel = random_select(N, budget, seed=sd)
+            elif m not in base: sel = base[m] = diversity_select(pre[m], budget, seed=sd, **(select_kw or {}))
+            else: sel = _subset(base[m], budget, sd)                 # = diversity_select(pre[m], budget, seed=sd)
             t_sel = time.perf_counter() - t0
             px = _proxy.train_proxy([pool.texts[i] for i in sel.indices], tokenizer=pool.proxy.tokenizer, seed=sd,
                                     cache=cache, desc=f"{m} s{sd}", **tk)
-            hb = _proxy.heldout_by_source(px.model, px.tokenizer, pool.val_texts, pool.val_sources)
+            hb = _proxy.heldout_by_source(px.model, px.tokenizer, pool.val_texts, pool.val_sources,
+                                          amp=bool(tk.get("amp")))
             share = np.bincount(pool.sources[sel.indices], minlength=len(pool.source_names)) / budget
             for _, r in hb.iterrows():
                 rows.append({"method": m, "seed": sd, "source": pool.source_names[int(r.source)], "loss": r.loss,

@@ -2,7 +2,7 @@
 
 # %% ../../nbs/p08_curation/02_proxy.ipynb #4b07949e
 from __future__ import annotations
-import time
+import contextlib, time
 from dataclasses import dataclass, field
 from typing import Sequence
 import numpy as np, pandas as pd, torch
@@ -115,10 +115,20 @@ def train_proxy(texts: Sequence[str],         # training documents (each at leas
                 device: str = "auto",         # core.get_device
                 cache: bool | None = None,    # None: core.cache_enabled()
                 desc: str = "proxy LM",       # progress-bar label
+                amp: bool = False,            # bf16 autocast on CUDA (curation.scale.train_lm_full; full profile)
+                checkpoint_every: int = 0,    # > 0: checkpoint every so many steps and resume (train_lm_full)
+                checkpoint_dir=None,          # where (default: <cache>/p08_checkpoints/<run key>)
+                tokenizer_docs: int | None = None,  # fit the BPE on a seeded subset of this many texts (None: all)
                ) -> ProxyLM:
     "Train a tiny causal LM (lm.tiny_lm) on fixed-length windows of `texts`; cached."
     texts = list(texts)
-    if tokenizer is None: tokenizer = fit_tokenizer(texts, vocab_size)
+    if tokenizer is None:
+        fit = texts
+        if tokenizer_docs is not None and tokenizer_docs < len(texts):
+            if tokenizer_docs < 1: raise ValueError(f"tokenizer_docs must be >= 1, got {tokenizer_docs}")
+            pick = np.sort(np.random.default_rng(seed).choice(len(texts), tokenizer_docs, replace=False))
+            fit = [texts[i] for i in pick]
+        tokenizer = fit_tokenizer(fit, vocab_size)
     ckpts = sorted({int(c) for c in checkpoints})
     if any(not 0 < c < steps for c in ckpts): raise ValueError(f"checkpoints must lie in 1..{steps - 1}, got {ckpts}")
     data = encode_windows(tokenizer, texts, n_ctx)
@@ -126,6 +136,9 @@ def train_proxy(texts: Sequence[str],         # training documents (each at leas
     model_fn = lambda: lm.tiny_lm(tokenizer, **mcfg)
     train_kw = dict(steps=steps, lr=lr, batch_size=batch_size, warmup=warmup, seed=seed, desc=desc)
     cfg = {"model": mcfg, "train": train_kw}
+    if amp or checkpoint_every or checkpoint_dir is not None:     # the paper-scale trainer (full profile)
+        return _train_proxy_full(tokenizer, model_fn, data, train_kw, ckpts, n_ctx, cfg, amp, checkpoint_every,
+                                 checkpoint_dir, cache)
     if not ckpts:
         model, hist = lm.train_cached("p08_proxy_lm", model_fn, lm.lm_key(model_fn(), tokenizer), data,
                                       enabled=cache, **train_kw)
@@ -145,6 +158,30 @@ def train_proxy(texts: Sequence[str],         # training documents (each at leas
     model = built.get("model") or lm.load_untied(model_fn(), res["state_dict"]).eval()
     return ProxyLM(tokenizer, model, res["history"], n_ctx, res["checkpoints"], cfg)
 
+def _train_proxy_full(tokenizer, model_fn, data, train_kw, ckpts, n_ctx, cfg, amp, checkpoint_every, checkpoint_dir,
+                      cache) -> ProxyLM:
+    "train_proxy through curation.scale.train_lm_full: bf16 autocast on CUDA, checkpoints and exact resume; cached."
+    import hashlib, json
+    from pathlib import Path
+    from neurips25 import core
+    from neurips25.curation.scale import train_lm_full
+    params = {"model": lm.lm_key(model_fn(), tokenizer), "data": lm.data_hash(data), "amp": bool(amp),
+              "train": {k: v for k, v in train_kw.items() if k != "desc"}, "checkpoints": ckpts}
+    run = hashlib.sha256(json.dumps(params, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    where = Path(checkpoint_dir) / run if checkpoint_dir is not None else core.CACHE_PATH / "p08_checkpoints" / run
+    built = {}
+    def compute():
+        model = model_fn()
+        hist, snaps = train_lm_full(model, data, amp=amp, checkpoint_dir=where, checkpoint_every=checkpoint_every,
+                                    snapshots=ckpts, **train_kw)
+        built["model"] = model
+        return {"state_dict": lm.untied_state_dict(model), "checkpoints": snaps, "history": hist}
+    res = cached("p08_proxy_lm_full", params, compute, modules=["neurips25.lm", "neurips25.curation.scale"],
+                 enabled=cache)
+    model = built.get("model") or lm.load_untied(model_fn(), res["state_dict"]).eval()
+    cfg = {**cfg, "amp": bool(amp), "checkpoint_dir": str(where)}
+    return ProxyLM(tokenizer, model, res["history"], n_ctx, res["checkpoints"], cfg)
+
 # %% ../../nbs/p08_curation/02_proxy.ipynb #7f9ffbca
 @torch.no_grad()
 def evaluate_docs(model, tokenizer,
@@ -152,15 +189,18 @@ def evaluate_docs(model, tokenizer,
                   n_ctx: int | None = None, # window length (default: the model's context)
                   batch_size: int = 64,     # windows per forward pass
                   desc: str = "evaluate",   # progress-bar label
+                  amp: bool = False,        # bf16 autocast of the forward pass on CUDA (full profile)
                  ) -> pd.DataFrame:
     "Per document: `loss` (mean next-token NLL over its window, ℓ(x)) and `accuracy` (top-1 next-token)."
     n_ctx = n_ctx or lm.context_length(model)
     enc = encode_windows(tokenizer, texts, n_ctx)
     dev = lm.model_device(model); was = model.training; model.eval()
     loss, acc = np.empty(len(texts)), np.empty(len(texts))
+    ctx = contextlib.nullcontext
+    if amp and dev.type == "cuda": ctx = lambda: torch.autocast(device_type="cuda", dtype=torch.bfloat16)
     for s in progress(range(0, len(texts), batch_size), desc=desc):
         ids = enc["input_ids"][s:s + batch_size].to(dev)
-        logits = model(input_ids=ids).logits[:, :-1].float()
+        with ctx(): logits = model(input_ids=ids).logits[:, :-1].float()
         tgt = ids[:, 1:]                                                     # window fully real: every target counts
         nll = F.cross_entropy(logits.transpose(1, 2), tgt, reduction="none")   # -log p(x_{t+1} | x_<=t)
         loss[s:s + batch_size] = nll.mean(1).double().cpu().numpy()
@@ -168,19 +208,20 @@ def evaluate_docs(model, tokenizer,
     model.train(was)
     return pd.DataFrame({"loss": loss, "accuracy": acc})
 
-def example_losses(model, tokenizer, texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
+def example_losses(model, tokenizer, texts: Sequence[str], batch_size: int = 64, amp: bool = False) -> np.ndarray:
     "ℓ(x) per document: mean next-token NLL over its fixed window (criterion 1's per-example loss)."
-    return evaluate_docs(model, tokenizer, texts, batch_size=batch_size, desc="losses").loss.to_numpy()
+    return evaluate_docs(model, tokenizer, texts, batch_size=batch_size, desc="losses", amp=amp).loss.to_numpy()
 
 def heldout_by_source(model, tokenizer,
                       texts: Sequence[str],   # held-out documents
                       sources,                # source label of each document
                       batch_size: int = 64,
+                      amp: bool = False,      # bf16 autocast on CUDA (full profile)
                      ) -> pd.DataFrame:
     "Mean held-out loss and next-token accuracy per source (one row per source, plus n)."
     sources = np.asarray(sources)
     if len(sources) != len(texts): raise ValueError(f"{len(texts)} texts but {len(sources)} source labels")
-    ev = evaluate_docs(model, tokenizer, texts, batch_size=batch_size, desc="held-out")
+    ev = evaluate_docs(model, tokenizer, texts, batch_size=batch_size, desc="held-out", amp=amp)
     ev["source"] = sources
     out = ev.groupby("source", sort=True).agg(loss=("loss", "mean"), accuracy=("accuracy", "mean"), n=("loss", "size"))
     return out.reset_index()
