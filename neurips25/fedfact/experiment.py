@@ -36,6 +36,20 @@ PAPER_TABLE2 = {
                            "FedFACT^g&l (Post)": (64.41, .0408, .0680)},
     ("adult", "hetero"): {"FedAvg": (85.34, .1596, .2358), "FedFACT^g&l (In)": (81.19, .0055, .0239),
                           "FedFACT^g&l (Post)": (81.31, .0053, .0293)},
+    ("celeba", "dirichlet"): {
+        "FedAvg": (89.14, .1435, .1308), "FairFed": (81.85, .0704, .1058), "FedFB": (85.32, .1188, .0949),
+        "FCFL": (83.83, .0704, .1090), "praFFL": (85.45, .0731, .0862), "Cost": (85.60, .0314, .0577),
+        "FedFACT^g (In)": (86.49, .0205, .0544), "FedFACT^l (In)": (85.90, .0461, .0312), "FedFACT^g&l (In)": (86.15, .0382, .0473),
+        "FedFACT^g (Post)": (87.25, .0089, .0253), "FedFACT^l (Post)": (87.36, .0127, .0163), "FedFACT^g&l (Post)": (87.06, .0093, .0172)},
+    ("enem", "dirichlet"): {
+        "FedAvg": (67.56, .2620, .2462), "FairFed": (60.99, .1165, .1733), "FedFB": (64.35, .0814, .1326),
+        "FCFL": (61.07, .1260, .1189), "praFFL": (62.60, .0736, .0806), "Cost": (65.79, .0487, .0674),
+        "FedFACT^g (In)": (63.79, .0493, .0568), "FedFACT^l (In)": (63.93, .0434, .0487), "FedFACT^g&l (In)": (62.51, .0366, .0413),
+        "FedFACT^g (Post)": (66.15, .0175, .0181), "FedFACT^l (Post)": (66.54, .0197, .0240), "FedFACT^g&l (Post)": (66.52, .0162, .0184)},
+    ("celeba", "hetero"): {"FedAvg": (89.85, .1360, .1742), "FedFACT^g&l (In)": (86.38, .0355, .0634),
+                           "FedFACT^g&l (Post)": (87.75, .0088, .0247)},
+    ("enem", "hetero"): {"FedAvg": (67.45, .2037, .3068), "FedFACT^g&l (In)": (61.48, .0322, .0364),
+                         "FedFACT^g&l (Post)": (65.19, .0201, .0131)},
 }
 # our method name -> the paper's row it is compared with
 PAPER_NAME = {"FedAvg": "FedAvg", "FairFed": "FairFed", "FedFB-style": "FedFB"}
@@ -55,7 +69,7 @@ def paper_row(dataset: str, split: str, method: str) -> tuple | None:
 def _scope(name: str) -> str:
     return {"g": "global", "l": "local", "g&l": "both"}[name.split("^")[1].split(" ")[0]]
 
-def run_setting(dataset: str,             # "adult" | "compas" | "synthetic"
+def run_setting(dataset: str,             # "adult" | "compas" | "synthetic" (celeba, enem: pass data=)
                 split: str = "dirichlet", # "dirichlet" | "hetero" (| "linspace" for synthetic)
                 seed: int = 0,            # seed of the partition and of every training run
                 eps: float = 0.01,        # fairness level xi_g = xi_l (Table 2: 0.01)

@@ -89,7 +89,8 @@ def cifar_split(name: str,                 # cifar10 | cifar100
     "uint8 images (n, 32, 32, 3), int64 labels and the number of classes K of a CIFAR split."
     from neurips25.sources.loaders import load_cifar
     if name not in CIFAR_STATS: raise ValueError(f"unknown CIFAR data set {name!r}: use cifar10 or cifar100")
-    if not isinstance(n_max, (int, np.integer)) or n_max < 0: raise ValueError(f"n_max must be an int >= 0, got {n_max!r}")
+    if not isinstance(n_max, (int, np.integer)) or n_max < 0:
+        raise ValueError(f"n_max must be an int >= 0, got {n_max!r}")
     a = load_cifar(name, split, root=root, check_count=check_count)
     x, y = a.images, a.labels
     if n_max and n_max < len(y):
@@ -113,8 +114,9 @@ def prepare(x: torch.Tensor,           # uint8 (B, 3, H, W) on the device
         xp = F.pad(x, (4, 4, 4, 4))
         rows = (i[:, None] + torch.arange(H, device=x.device))[:, None, :, None]
         cols = (j[:, None] + torch.arange(W, device=x.device))[:, None, None, :]
-        x = xp[torch.arange(B, device=x.device)[:, None, None, None], torch.arange(C, device=x.device)[None, :, None, None],
-               rows, cols]
+        b_ = torch.arange(B, device=x.device)[:, None, None, None]
+        c_ = torch.arange(C, device=x.device)[None, :, None, None]
+        x = xp[b_, c_, rows, cols]
         x = torch.where(flip[:, None, None, None], x.flip(3), x)
     m = torch.tensor(mean, dtype=x.dtype, device=x.device).view(1, -1, 1, 1)
     s = torch.tensor(std, dtype=x.dtype, device=x.device).view(1, -1, 1, 1)
@@ -182,7 +184,7 @@ def train_member(images: np.ndarray,        # uint8 (n, 32, 32, 3) training imag
                           weight_decay=weight_decay)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs, eta_min=0.0)
     sig = dict(n_train=int(len(labels)), epochs=int(epochs), n_classes=int(n_classes), seed=int(seed),
-               batch_size=int(batch_size), lr=float(lr),               # and the data: a fixture never resumes a real run
+               batch_size=int(batch_size), lr=float(lr),      # and the data: a fixture never resumes a real run
                data=hashlib.sha256(images.tobytes() + np.asarray(labels, np.int64).tobytes()).hexdigest()[:16])
     rows, start, resumed = [], 1, False
     if checkpoint is not None and Path(checkpoint).exists():
@@ -298,4 +300,5 @@ def bucket_runs(probs: np.ndarray,          # (n, m, K) ensemble predictions on 
     if not isinstance(n_buckets, (int, np.integer)) or not 1 <= n_buckets <= len(y):
         raise ValueError(f"n_buckets must be an int in [1, {len(y)}], got {n_buckets!r}")
     perm = np.random.default_rng(seed).permutation(len(y))
-    return [selective_scores(probs[b], y[b], names) | {"bucket": i} for i, b in enumerate(np.array_split(perm, n_buckets))]
+    buckets = np.array_split(perm, n_buckets)
+    return [selective_scores(probs[b], y[b], names) | {"bucket": i} for i, b in enumerate(buckets)]
