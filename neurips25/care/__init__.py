@@ -10,8 +10,8 @@ __all__ = ['view_angles', 'radon_t', 'backproject_t', 'ramp_filter', 'fbp_t', 's
            'HEAD_CT_PATH', 'HEAD_LABELS', 'UNet', 'freeze', 'care_loss', 'CoordMLP', 'fit_inr', 'BatchedCoordMLP',
            'fit_inr_batch', 'N_CLASSES', 'hu_to_input', 'make_cases', 'train_segmenter', 'segment', 'train_enhancer',
            'enhance', 'ConeBeam', 'cone_os_sart', 'cone_asd_pocs', 'tv_gradient_3d', 'ATLAS_NAMES', 'AtlasVolume',
-           'atlas_volume', 'atlas_split', 'load_atlas', 'groups_present', 'pixel_scores', 'score_volume', 'score_many',
-           'Scanner', 'Scan']
+           'atlas_volume', 'atlas_split', 'load_atlas', 'groups_present', 'pixel_scores', 'score_volume', 'score_case',
+           'oracle_case', 'score_many', 'Scanner', 'Scan']
 
 # %% ../../nbs/p06_care/09_package.ipynb #e59f6c7f
 from .ct import (view_angles, radon_t, backproject_t, ramp_filter, fbp_t, sirt_t, sart_t, add_noise,
@@ -28,7 +28,7 @@ from .models import UNet, freeze, care_loss, CoordMLP, fit_inr, BatchedCoordMLP,
 from .train import N_CLASSES, hu_to_input, make_cases, train_segmenter, segment, train_enhancer, enhance
 from .cone import ConeBeam, cone_os_sart, cone_asd_pocs, tv_gradient_3d
 from .atlas import (ATLAS_NAMES, AtlasVolume, atlas_volume, atlas_split, load_atlas, groups_present,
-                                  pixel_scores, score_volume, score_many)
+                                  pixel_scores, score_volume, score_case, oracle_case, score_many)
 from .scanner import Scanner, Scan
 _all_ = ["view_angles", "radon_t", "backproject_t", "ramp_filter", "fbp_t", "sirt_t", "sart_t", "add_noise",
          "sparse_view_sinogram", "LABELS", "GROUPS", "GROUP_METRIC", "MU_WATER", "Phantom", "shepp_logan",
@@ -41,4 +41,4 @@ _all_ = ["view_angles", "radon_t", "backproject_t", "ramp_filter", "fbp_t", "sir
          "N_CLASSES", "hu_to_input", "make_cases", "train_segmenter", "segment", "train_enhancer", "enhance",
          "ConeBeam", "cone_os_sart", "cone_asd_pocs", "tv_gradient_3d",
          "ATLAS_NAMES", "AtlasVolume", "atlas_volume", "atlas_split", "load_atlas", "groups_present",
-         "pixel_scores", "score_volume", "score_many", "Scanner", "Scan"]
+         "pixel_scores", "score_volume", "score_case", "oracle_case", "score_many", "Scanner", "Scan"]

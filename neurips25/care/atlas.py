@@ -11,7 +11,7 @@ from .metrics import structure_scores, group_scores, psnr, ssim
 
 # %% auto #0
 __all__ = ['ATLAS_NAMES', 'LABEL_OF', 'PAINT_ORDER', 'HU_RANGE', 'WINDOW', 'groups_present', 'AtlasVolume', 'atlas_volume',
-           'atlas_split', 'load_atlas', 'pixel_scores', 'score_volume', 'score_many']
+           'atlas_split', 'load_atlas', 'pixel_scores', 'score_volume', 'score_case', 'oracle_case', 'score_many']
 
 # %% ../../nbs/p06_care/01b_atlas.ipynb #5d13bc16
 ATLAS_NAMES = {1: ("aorta",), 2: ("adrenal_gland_left",), 3: ("adrenal_gland_right",), 4: ("common_bile_duct",),
@@ -160,12 +160,35 @@ def score_volume(pred: np.ndarray,          # predicted label map (Z, Y, X)
     return group_scores(structure_scores(np.asarray(pred), ref, spacing, tolerance_mm, groups), groups)
 
 
-def score_many(jobs: list,                  # (pred, ref, spacing, tolerance_mm) tuples
+def score_case(pred: np.ndarray,           # predicted label map (Z, Y, X)
+               refs: dict,                 # {reference name: reference label map}
+               spacing, tolerance_mm: float,
+               x_hu: np.ndarray | None = None,    # the scored image (HU), for the pixel metrics
+               ref_hu: np.ndarray | None = None,  # the ground-truth image (HU)
+              ) -> dict:
+    "One 3-D case under every reference: {reference: {psnr, ssim (when images are given), group scores}}."
+    px = pixel_scores(x_hu, ref_hu) if x_hu is not None else {}
+    return {r: {**px, **score_volume(pred, R, spacing, tolerance_mm)} for r, R in refs.items()}
+
+
+def oracle_case(rec_hu: np.ndarray,         # reconstruction (HU)
+                ref_hu: np.ndarray,         # ground truth (HU)
+                labels: np.ndarray,         # the case's label map
+                spacing, tolerance_mm: float,
+               ) -> dict:
+    "Pixel scores and the group scores of the oracle segmentation (`03_segment`, cropped) against the labels."
+    from neurips25.care.segment import oracle_segment
+    pred = oracle_segment(rec_hu, ref_hu, labels, spacing, crop=True)
+    return {**pixel_scores(rec_hu, ref_hu), **score_volume(pred, labels, spacing, tolerance_mm)}
+
+
+def score_many(jobs: list,                  # argument tuples of `fn`
                workers: int = 1,            # processes: 1 here, 0 every CPU, k > 1 that many
+               fn=score_volume,             # score_volume (pred, ref, spacing, τ) | score_case | oracle_case
               ) -> list:
-    "score_volume over many cases, optionally in parallel processes (joblib), in the order given."
+    "`fn` over many cases, optionally in parallel processes (joblib), results in the order given."
     if isinstance(workers, bool) or not isinstance(workers, (int, np.integer)) or workers < 0:
         raise ValueError(f"workers must be an integer >= 0 (0: every CPU), got {workers!r}")
-    if workers == 1 or len(jobs) < 2: return [score_volume(*j) for j in jobs]
+    if workers == 1 or len(jobs) < 2: return [fn(*j) for j in jobs]
     from joblib import Parallel, delayed
-    return Parallel(n_jobs=-1 if workers == 0 else int(workers))(delayed(score_volume)(*j) for j in jobs)
+    return Parallel(n_jobs=-1 if workers == 0 else int(workers))(delayed(fn)(*j) for j in jobs)
