@@ -2,7 +2,7 @@
 
 # %% ../nbs/03_lm.ipynb #e972556d
 from __future__ import annotations
-import importlib.util, hashlib, math, os, shutil, tempfile, time
+import contextlib, importlib.util, hashlib, math, os, shutil, tempfile, time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
@@ -22,10 +22,11 @@ from .core import DataFileError, cached, data_file, get_device, in_test, progres
 # %% auto #0
 __all__ = ['SMOLLM2_GGUF', 'SMOLLM2_SHA256', 'MINILM_SHA256', 'SPECIAL_TOKENS', 'TOY_FIRST', 'TOY_LAST', 'TOY_RELATIONS',
            'ModelNotInstalledError', 'package_dir', 'smollm2_gguf', 'minilm_dir', 'word_tokenizer',
-           'train_bpe_tokenizer', 'tiny_lm', 'context_length', 'n_params', 'model_device', 'encode', 'token_logprobs',
-           'sequence_logprob', 'mean_token_loss', 'score', 'lr_multiplier', 'make_optimizer', 'train_lm', 'data_hash',
-           'lm_key', 'untied_state_dict', 'load_untied', 'train_cached', 'toy_facts', 'greedy_generate',
-           'hidden_states', 'load_smollm2', 'chat_prompt', 'load_embedder', 'embed']
+           'train_bpe_tokenizer', 'tiny_lm', 'context_length', 'n_params', 'model_device', 'encode', 'check_token_ids',
+           'set_autocast', 'amp', 'target_logits', 'body_forward', 'token_logprobs', 'target_stats', 'sequence_logprob',
+           'mean_token_loss', 'encode_options', 'score_options', 'score', 'lr_multiplier', 'make_optimizer', 'train_lm',
+           'data_hash', 'lm_key', 'untied_state_dict', 'load_untied', 'cache_lock', 'locked_cached', 'train_cached',
+           'toy_facts', 'greedy_generate', 'hidden_states', 'load_smollm2', 'chat_prompt', 'load_embedder', 'embed']
 
 # %% ../nbs/03_lm.ipynb #163fe789
 class ModelNotInstalledError(DataFileError):
@@ -208,21 +209,112 @@ def _to(batch: Mapping[str, torch.Tensor], dev) -> dict:
 def _position_ids(am: torch.Tensor) -> torch.Tensor:
     return (am.long().cumsum(-1) - 1).clamp_min(0)         # 0, 1, 2, ... over the real tokens (left padding too)
 
-def token_logprobs(model,                            # a transformers causal LM
-                   batch: Mapping[str, torch.Tensor],  # input_ids, optional attention_mask and labels
-                  ) -> tuple[torch.Tensor, torch.Tensor]:
-    "Per-token log p(x_{t+1} | x_<=t) of the target tokens (0 elsewhere), shape (B, T-1), and the target mask."
+def check_token_ids(model,                # the model the ids are fed to
+                    ids: torch.Tensor,    # token ids, any shape
+                    name: str = "input_ids",  # what they are, for the message
+                   ) -> None:
+    "Raise a clear ValueError when an id is negative or not below the model's vocabulary (embedding rows)."
+    emb = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
+    n = getattr(emb, "num_embeddings", None) if emb is not None else getattr(getattr(model, "config", None), "vocab_size", None)
+    if n is None or ids.numel() == 0: return                 # a test double without a vocabulary: nothing to check
+    lo, hi = int(ids.min()), int(ids.max())
+    if lo < 0 or hi >= n:
+        bad = hi if hi >= n else lo
+        raise ValueError(f"{name} holds token id {bad}, outside the model's vocabulary of {n} ids (0..{n - 1}): "
+                         "the batch was encoded with another tokenizer than the model's")
+
+_AMP_ATTR = "_neurips25_autocast"
+
+def set_autocast(model,                        # a model (marked in place; deep copies keep the mark)
+                 dtype: torch.dtype | None = torch.bfloat16,  # autocast dtype, None: off
+                ):
+    "Mark `model` to run its forward passes under torch.autocast(dtype) in this module's functions (and P09's)."
+    if dtype not in (None, torch.bfloat16, torch.float16): raise ValueError(f"autocast dtype must be bfloat16, float16 or None, got {dtype}")
+    setattr(model, _AMP_ATTR, dtype)
+    return model
+
+def amp(model):
+    "Context manager: torch.autocast as `set_autocast` marked `model` (a no-op for unmarked models)."
+    dtype = getattr(model, _AMP_ATTR, None)
+    if dtype is None: return contextlib.nullcontext()
+    return torch.autocast(device_type=model_device(model).type, dtype=dtype)
+
+_HEAD_SPLIT_TYPES = ("llama", "gpt2", "qwen2", "qwen3", "mistral", "olmo", "olmo2", "phi3", "smollm3")
+
+def _split_head(model):
+    "(base model, output head) when logits = head(base's last hidden state) exactly, else None (use the full forward)."
+    cfg = model.config
+    if getattr(cfg, "model_type", None) not in _HEAD_SPLIT_TYPES: return None
+    if any(getattr(cfg, a, None) not in (None, 1, 1.0) for a in ("final_logit_softcapping", "logit_scale", "logits_scaling")):
+        return None
+    base = getattr(model, getattr(model, "base_model_prefix", ""), None)
+    head = model.get_output_embeddings()
+    if base is None or head is None or base is model: return None
+    return base, head
+
+def target_logits(model,                            # a transformers causal LM
+                  batch: Mapping[str, torch.Tensor],  # input_ids, optional attention_mask and labels
+                  head: str = "auto",               # "targets": logits at target positions only; "all": the full forward
+                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    "Float32 logits (N, V) at the N positions that predict a target token, their targets (N,) and the (B, T-1) mask."
+    if head not in ("auto", "targets", "all"): raise ValueError(f"head must be 'auto', 'targets' or 'all', got {head!r}")
     b = _to(batch, model_device(model))
     ids = b["input_ids"]
     if ids.ndim != 2 or ids.shape[0] == 0: raise ValueError(f"input_ids must be a non-empty (batch, length) tensor, got {tuple(ids.shape)}")
+    check_token_ids(model, ids)
     am = b.get("attention_mask")
     if am is None: am = torch.ones_like(ids)
     labels = b.get("labels")
     if labels is None: labels = ids.masked_fill(am == 0, -100)
-    logits = model(input_ids=ids, attention_mask=am, position_ids=_position_ids(am)).logits[:, :-1].float()
     tgt = labels[:, 1:]; mask = tgt != -100                  # label t+1 is predicted at position t
-    lp = -F.cross_entropy(logits.transpose(1, 2), tgt.masked_fill(~mask, 0), reduction="none")  # log softmax(z_t)[x_{t+1}]
-    return lp * mask, mask
+    split = _split_head(model) if head != "all" else None
+    if head == "targets" and split is None: raise ValueError(f"{type(model).__name__}: cannot apply the output head apart")
+    # the head on the target positions only: the same logits there, without the (B, T, V) tensor of the prompt
+    # positions; "auto" keeps the full forward when >= 90 % of the positions are targets (nothing to save)
+    use = split is not None and (head == "targets" or mask.float().mean() < 0.9)
+    with amp(model):
+        if use:
+            base, out_head = split
+            h = base(input_ids=ids, attention_mask=am, position_ids=_position_ids(am)).last_hidden_state
+            z = out_head(h[:, :-1][mask])
+        else:
+            z = model(input_ids=ids, attention_mask=am, position_ids=_position_ids(am)).logits[:, :-1][mask]
+    return z.float(), tgt[mask], mask
+
+def body_forward(model, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
+    "Run `model` on `batch` without its output head where it can be split (hooks on the layers fire): the last hidden state, else the logits."
+    b = _to(batch, model_device(model))
+    ids = b["input_ids"]; check_token_ids(model, ids)
+    am = b.get("attention_mask")
+    if am is None: am = torch.ones_like(ids)
+    split = _split_head(model)
+    with amp(model):
+        if split is None: return model(input_ids=ids, attention_mask=am, position_ids=_position_ids(am)).logits
+        return split[0](input_ids=ids, attention_mask=am, position_ids=_position_ids(am)).last_hidden_state
+
+def token_logprobs(model,                            # a transformers causal LM
+                   batch: Mapping[str, torch.Tensor],  # input_ids, optional attention_mask and labels
+                   head: str = "auto",               # see `target_logits`
+                  ) -> tuple[torch.Tensor, torch.Tensor]:
+    "Per-token log p(x_{t+1} | x_<=t) of the target tokens (0 elsewhere), shape (B, T-1), and the target mask."
+    z, y, mask = target_logits(model, batch, head)
+    lp = -F.cross_entropy(z, y, reduction="none")           # log softmax(z_t)[x_{t+1}]
+    return torch.zeros(mask.shape, dtype=lp.dtype, device=lp.device).masked_scatter(mask, lp), mask
+
+def target_stats(model,                             # a transformers causal LM
+                 batch: Mapping[str, torch.Tensor],   # input_ids, attention_mask, labels
+                 mink_pp: bool = False,             # also μ_t and σ_t of log p under p_t (full-vocabulary sums)
+                 head: str = "auto",                # see `target_logits`
+                ) -> dict[str, torch.Tensor]:
+    "Per target token (flat, row-major): `logprob`, `argmax_hit` and, with `mink_pp`, `mu` and `sigma`; plus `mask`."
+    z, y, mask = target_logits(model, batch, head)
+    out = {"mask": mask, "logprob": -F.cross_entropy(z, y, reduction="none"), "argmax_hit": z.argmax(-1) == y}
+    if mink_pp:                                             # the only statistics that need the whole distribution
+        logp = z.log_softmax(-1); p = logp.exp()
+        mu = (p * logp).sum(-1)                             # μ_t = E_{v~p_t}[log p_t(v)]
+        out["mu"] = mu
+        out["sigma"] = ((p * logp.square()).sum(-1) - mu.square()).clamp_min(1e-6).sqrt()   # σ_t, clamped as the code
+    return out
 
 def sequence_logprob(model, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
     "log p(targets | prompt) per example: the sum of its target tokens' log-probabilities, shape (B,)."
@@ -238,13 +330,108 @@ def mean_token_loss(model, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
     if n == 0: raise ValueError("labels all masked: the batch has no target token")
     return -lp.sum() / n
 
+def encode_options(tokenizer,                     # a transformers tokenizer
+                   prompts: Sequence[str],        # N prompts
+                   options: Sequence[Sequence[str]],  # for each prompt, the completions to score given it
+                   add_bos: bool = True,          # prepend <bos> to each prompt (unless it starts with it)
+                   add_eos: bool = True,          # close each completion with <eos> (scored)
+                   max_length: int | None = None,  # longest prompt + completion (the model's context)
+                  ) -> dict:
+    "Packed rows `prompt, option 1, option 2, ...`: each option attends to the prompt and to itself only (a 4-D mask)."
+    prompts = [prompts] if isinstance(prompts, str) else list(prompts)
+    if not prompts: raise ValueError("empty batch: no prompts")
+    if len(options) != len(prompts): raise ValueError(f"{len(prompts)} prompts but {len(options)} option lists")
+    if any(isinstance(o, str) or len(o) == 0 for o in options): raise ValueError("each prompt needs a non-empty list of options")
+    bos, eos = tokenizer.bos_token_id, tokenizer.eos_token_id
+    if add_bos and bos is None: raise ValueError("the tokenizer has no <bos> token: pass add_bos=False")
+    if add_eos and eos is None: raise ValueError("the tokenizer has no <eos> token: pass add_eos=False")
+    P = _token_ids(tokenizer, prompts)
+    flat = _token_ids(tokenizer, [c for o in options for c in o])
+    rows, src, tgt, owner, tok_i, k = [], [], [], [], [], 0
+    for i, (p, opts) in enumerate(zip(P, options)):
+        head = ([bos] if add_bos and (not p or p[0] != bos) else []) + list(p)
+        if not head: raise ValueError(f"prompt {i} is empty: an option needs a token to be predicted from")
+        ids, pos, blk = list(head), list(range(len(head))), [0] * len(head)      # block 0: the prompt
+        for j in range(len(opts)):
+            c = list(flat[k]) + ([eos] if add_eos else []); k += 1
+            if not c: raise ValueError(f"option {j} of prompt {i} is empty")
+            if max_length is not None and len(head) + len(c) > max_length:
+                raise ValueError(f"prompt {i} + option {j} has {len(head) + len(c)} tokens, longer than the context of {max_length}")
+            start = len(ids)
+            for t, x in enumerate(c):                                  # token t of the option is predicted at the
+                src.append((len(rows), len(head) - 1 if t == 0 else start + t - 1))   # prompt's last position or
+                tgt.append(x); owner.append((i, j)); tok_i.append(t)                 # at the option's previous one
+            ids += c; pos += range(len(head), len(head) + len(c)); blk += [j + 1] * len(c)
+        rows.append((ids, pos, blk))
+    T = max(len(r[0]) for r in rows)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (eos if eos is not None else 0)
+    input_ids = torch.full((len(rows), T), pad, dtype=torch.long)
+    position_ids = torch.zeros((len(rows), T), dtype=torch.long)
+    mask = torch.zeros((len(rows), 1, T, T), dtype=torch.bool)
+    causal = torch.ones(T, T, dtype=torch.bool).tril()
+    for r, (ids, pos, blk) in enumerate(rows):
+        n = len(ids); b = torch.tensor(blk)
+        input_ids[r, :n] = torch.tensor(ids); position_ids[r, :n] = torch.tensor(pos)
+        same = (b[:, None] == b[None, :]) | (b[None, :] == 0)          # own block or the prompt
+        mask[r, 0, :n, :n] = same & causal[:n, :n]
+        mask[r, 0, n:, 0] = True                                       # padding queries see one key (no empty softmax row)
+    s = torch.tensor(src, dtype=torch.long)
+    return {"input_ids": input_ids, "attention_mask": mask, "position_ids": position_ids, "row": s[:, 0], "src": s[:, 1],
+            "target": torch.tensor(tgt, dtype=torch.long), "owner": torch.tensor(owner, dtype=torch.long),
+            "token": torch.tensor(tok_i, dtype=torch.long)}
+
+@torch.no_grad()
+def score_options(model, tokenizer,
+                  prompts: Sequence[str],            # N prompts
+                  options: Sequence[Sequence[str]],  # for each prompt, its completions (e.g. the answer and wrong answers)
+                  batch_size: int = 16,              # prompts per forward pass
+                  mink_pp: bool = False,             # also μ_t, σ_t (full-vocabulary sums, see `target_stats`)
+                  add_bos: bool = True, add_eos: bool = True,
+                  desc: str = "score options",       # progress-bar label
+                 ) -> list[list[dict]]:
+    "Per prompt, per option: token `ids`, `logprob`, `argmax_hit` (and `mu`, `sigma`) arrays; one forward per prompt."
+    prompts = [prompts] if isinstance(prompts, str) else list(prompts)
+    options = [list(o) for o in options]
+    n_ctx = context_length(model); dev = model_device(model)
+    lens = np.array([len(p) + sum(len(c) for c in o) for p, o in zip(prompts, options)])
+    order = np.argsort(-lens, kind="stable")                   # similar lengths share a batch: less padding
+    out: list = [None] * len(prompts)
+    split = _split_head(model)
+    was_training = model.training; model.eval()
+    for s in progress(range(0, len(prompts), batch_size), desc=desc):
+        idx = order[s:s + batch_size]
+        e = encode_options(tokenizer, [prompts[i] for i in idx], [options[i] for i in idx], add_bos, add_eos, n_ctx)
+        ids = e["input_ids"].to(dev); check_token_ids(model, ids)
+        kw = dict(input_ids=ids, attention_mask=e["attention_mask"].to(dev), position_ids=e["position_ids"].to(dev))
+        row, src = e["row"].to(dev), e["src"].to(dev)
+        with amp(model):
+            if split is not None: z = split[1](split[0](**kw).last_hidden_state[row, src])
+            else: z = model(**kw).logits[row, src]
+        z = z.float(); y = e["target"].to(dev)
+        st = {"logprob": -F.cross_entropy(z, y, reduction="none"), "argmax_hit": z.argmax(-1) == y}
+        if mink_pp:
+            logp = z.log_softmax(-1); p = logp.exp(); mu = (p * logp).sum(-1)
+            st["mu"], st["sigma"] = mu, ((p * logp.square()).sum(-1) - mu.square()).clamp_min(1e-6).sqrt()
+        st = {k: v.cpu().numpy() for k, v in st.items()}; st["ids"] = e["target"].numpy()
+        own = e["owner"].numpy()
+        for r, i in enumerate(idx):
+            res = []
+            for j in range(len(options[i])):
+                sel = (own[:, 0] == r) & (own[:, 1] == j)
+                res.append({k: v[sel] for k, v in st.items()})
+            out[i] = res
+    model.train(was_training)
+    return out
+
 @torch.no_grad()
 def score(model, tokenizer,
           texts: Sequence[str],                      # texts, or prompts when `completions` is given
           completions: Sequence[str] | None = None,  # scored given their prompt (prompt masked)
           batch_size: int = 16,                      # sequences per forward pass
           truncation: bool | str = False,            # see `encode`
-          add_bos: bool = True, add_eos: bool = True,
+          add_bos: bool = True,                      # prepend <bos> (conditions the first token; never a target)
+          add_eos: bool = True,                      # append <eos> and score it: True for QA answers and for models
+                                                     # trained with it; False for the perplexity of plain text
           desc: str = "score",                       # progress-bar label
          ) -> pd.DataFrame:
     "Per example: `logprob` (sum over targets), `n_tokens`, `loss` (mean per token) and `ppl` = exp(loss)."
@@ -345,6 +532,7 @@ def train_lm(model,                                   # a transformers causal LM
         if "labels" not in data:
             am = data.get("attention_mask", torch.ones_like(data["input_ids"]))
             data = {**data, "labels": data["input_ids"].masked_fill(am == 0, -100)}
+        check_token_ids(model, data["input_ids"], "data['input_ids']")
         stream = _index_stream(n, batch_size, seed)
         draw = lambda: _take(data, next(stream))
     warm = int(round(warmup * steps)) if isinstance(warmup, float) and warmup < 1 else int(warmup)
@@ -366,7 +554,8 @@ def train_lm(model,                                   # a transformers causal LM
                 mb = _to(mb, dev)
                 if loss_fn is None:
                     lp, _ = token_logprobs(model, mb); loss = -lp.sum() / n_tgt
-                else: loss = loss_fn(model, mb) / grad_accum
+                else:
+                    with amp(model): loss = loss_fn(model, mb) / grad_accum
                 loss.backward(); total += float(loss.detach()); tokens += _n_tokens(mb)
             gn = torch.nn.utils.clip_grad_norm_(params, grad_clip if grad_clip else float("inf"))
             opt.step(); sched.step()
@@ -418,6 +607,32 @@ def load_untied(model, state: Mapping[str, torch.Tensor]):
         raise ValueError(f"checkpoint does not match the model: missing {sorted(bad)[:5]}, unexpected {res.unexpected_keys[:5]}")
     return model
 
+@contextmanager
+def cache_lock(name: str,                   # core cache folder
+               params: dict,                # the entry's parameters (as for core.cached)
+               modules: Sequence[str] | None = None,  # library modules in its key
+               enabled: bool | None = None,  # override core.cache_enabled() (off: no lock)
+              ):
+    "Hold an exclusive file lock on one core cache entry: a second process computing it waits, then reads it."
+    use = core.cache_enabled() if enabled is None else enabled
+    try: import fcntl
+    except ImportError: fcntl = None                       # no POSIX locks (Windows): no lock, as before
+    if not use or fcntl is None:
+        yield
+        return
+    path = core.CACHE_PATH / name / f"{core.cache_key(params, modules)}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try: yield
+        finally: fcntl.flock(fh, fcntl.LOCK_UN)
+
+def locked_cached(name: str, params: dict, compute: Callable[[], Any], modules: Sequence[str] | None = None,
+                  enabled: bool | None = None) -> Any:
+    "`core.cached` under `cache_lock`: artefacts run at once share one computation of an entry instead of two."
+    with cache_lock(name, params, modules, enabled):
+        return cached(name, params, compute, modules=modules, enabled=enabled)
+
 def train_cached(name: str,                           # cache folder, e.g. "p08_proxy_lm"
                  model_fn: Callable[[], Any],         # builds the initial model (called again on a cache hit)
                  model_key: Mapping,                  # describes what model_fn builds (see lm_key); part of the key
@@ -436,7 +651,7 @@ def train_cached(name: str,                           # cache folder, e.g. "p08_
     def compute():
         model = model_fn(); hist = train_lm(model, data, **train_kw); built["model"] = model
         return {"state_dict": untied_state_dict(model), "history": hist}
-    res = cached(name, params, compute, modules=list(modules), enabled=enabled)
+    res = locked_cached(name, params, compute, modules=list(modules), enabled=enabled)
     if "model" in built: return built["model"], res["history"]
     return load_untied(model_fn(), res["state_dict"]).eval(), res["history"]
 
@@ -486,7 +701,8 @@ def greedy_generate(model, tokenizer,
         enc = encode(tokenizer, prompts[s:s + batch_size], max_length=n_ctx - max_new_tokens,
                      truncation="left" if truncation else False, add_bos=add_bos, add_eos=False, padding_side="left")
         ids, am = enc["input_ids"].to(dev), enc["attention_mask"].to(dev)
-        gen = model.generate(input_ids=ids, attention_mask=am, generation_config=gc)[:, ids.shape[1]:].tolist()
+        check_token_ids(model, ids)
+        with amp(model): gen = model.generate(input_ids=ids, attention_mask=am, generation_config=gc)[:, ids.shape[1]:].tolist()
         for row in gen:
             if stop_at_eos and eos in row: row = row[:row.index(eos)]
             out.append(tokenizer.decode(row, skip_special_tokens=skip_special_tokens))
@@ -511,7 +727,8 @@ def hidden_states(model, tokenizer,
     for s in progress(range(0, len(texts), batch_size), desc=desc):
         enc = encode(tokenizer, texts[s:s + batch_size], max_length=n_ctx, truncation=truncation, add_bos=add_bos, add_eos=False)
         am = enc["attention_mask"].to(dev)
-        hs = model(input_ids=enc["input_ids"].to(dev), attention_mask=am, output_hidden_states=True).hidden_states
+        check_token_ids(model, enc["input_ids"])
+        with amp(model): hs = model(input_ids=enc["input_ids"].to(dev), attention_mask=am, output_hidden_states=True).hidden_states
         sel = range(len(hs)) if layers is None else layers
         bad = [l for l in sel if not -len(hs) <= l < len(hs)]
         if bad: raise ValueError(f"layers {bad} out of range: the model has {len(hs)} hidden-state layers (0..{len(hs) - 1})")
