@@ -2,7 +2,7 @@
 #   make test       set up .venv, install data, check the library is in sync with nbs/, nbdev_test + pytest
 #   make reproduce  set up, then run every registered figure/table notebook at the medium profile -> outputs/REPORT.md
 #   make lab        JupyterLab on the notebooks
-#   make bench      the speed benchmarks of every series (one thread each)
+#   make bench      every series' speed benchmark (one thread each) -> outputs/bench.json, README's table
 #   make gpu-check  every gpu: true artefact at its small profile on CUDA -> outputs/gpu-check.json (DEVICE=cpu: on CPU)
 #   make docs       a static site of every notebook with its outputs in _docs/ (make serve-docs to browse it)
 SHELL := /bin/bash
@@ -30,7 +30,6 @@ DEBIAN_DATA := dataset-fashion-mnist invesalius-examples bible-kjv bible-kjv-tex
 .PHONY: setup data test reproduce report lab bench sync clean-outputs help docs serve-docs gpu-check
 help:
 	@sed -n '2,7p' Makefile
-BENCHMARKS := eok iipm fair_matroid fedfact fair_selection equality_of_impact care ebm_geometry sgequidiff
 
 setup: $(VENV)/.installed
 
@@ -90,10 +89,11 @@ report: setup
 lab: setup
 	$(BIN)/jupyter lab --notebook-dir=nbs
 
+# Every series' benchmark (and the LM layer's), each in its own process with one thread, its ratio to the fair baseline
+# -> outputs/bench.json; then the README's performance table from that file (ONLY="P03 P08" runs some of them).
 bench: setup
-	@for m in $(BENCHMARKS); do echo "== python -m neurips25.$$m.benchmark"; \
-	  OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/python -m neurips25.$$m.benchmark || exit 1; done
-	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/python -m neurips25.lm_benchmark --threads 1
+	@OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/neurips25 bench run $(ONLY); rc=$$?; \
+	$(BIN)/neurips25 bench readme; exit $$rc
 
 # The GPU path at a bounded size: each gpu: true artefact at its small profile; on cuda a run passes only if its kernel
 # used the GPU. DEVICE=cpu runs the same notebooks on the CPU (CI does), so the CUDA code path cannot rot unseen.

@@ -11,6 +11,7 @@ from .executors import (Terminated, install_signal_handlers, needs_hints, plan, 
                                         summarize)
 from .report import write_report, status_rows
 from .gpucheck import cmd_gpu_check, gpu_check_args
+from .bench import bench_args, cmd_bench
 from ..docsync import update_status_block, sync_index
 
 # %% auto #0
@@ -216,6 +217,9 @@ COMMANDS = {   # name -> (help, adds its arguments, runs it); a new subcommand i
     "data": ("the papers' own data sets and models: list | verify NAME | where NAME | pin NAME", _data_args, cmd_data),
     "gpu-check": ("run every gpu: true artefact at its small profile on CUDA (or --device cpu) and check it used the "
                   "GPU: wall time, peak GPU memory -> outputs/gpu-check.json", gpu_check_args, cmd_gpu_check),
+    "bench": ("every series' speed benchmark, one thread each: run -> outputs/bench.json (ratio to its fair baseline); "
+              "readme -> the README's performance table from that JSON (--check: is it current?)",
+              bench_args, cmd_bench),
 }
 
 

@@ -98,7 +98,8 @@ def gpu_check(device: str = "cuda",            # cuda | cpu
         with _check_env():
             m = execute(j, outputs=work, root=root, timeout=timeout)
         try:
-            rates, bad = (read_rates(run_dir(j.art, "small", work, j.overrides)) if m.get("status") == "ok" else []), None
+            ok = m.get("status") == "ok"
+            rates, bad = (read_rates(run_dir(j.art, "small", work, j.overrides)) if ok else []), None
         except ValueError as e:                    # not core.record_rate's file: the check says so
             rates, bad = [], str(e)
         rows.append(check_row(j.art.id, m, dev, rates))
