@@ -15,8 +15,8 @@ import torch.nn.functional as F
 from .. import lm
 from ..core import get_device, progress
 from .trainer import (METHODS, UnlearnLoss, GradAscent, GradDiff, NPO, register_method, get_method,
-                                          unlearn, check_batch, forward_logits, token_nll, mean_nll, sum_nll, retain_nll,
-                                          retain_kl, log_ratio, dpo_loss, take_rows)
+                                          unlearn, check_batch, forward_logits, token_nll, mean_nll, sum_nll, batch_nll,
+                                          retain_nll, retain_kl, log_ratio, dpo_loss, take_rows)
 _all_ = ["METHODS", "UnlearnLoss", "GradAscent", "GradDiff", "NPO", "register_method", "get_method", "unlearn"]  # re-exported
 
 # %% auto #0
@@ -36,7 +36,8 @@ class IdkNLL(GradDiff):
     needs_alternates: ClassVar[bool] = True
     paper_default: ClassVar[str] = "paper §3 (no trainer in the code: reconstruction, GradDiff defaults)"
     def forget_loss(self, model, ref_model, forget, alternates):
-        return mean_nll(forward_logits(model, alternates), alternates["labels"])     # + NLL on the IdK answer
+        nll, mask = batch_nll(model, alternates)
+        return nll.sum() / mask.sum()                                           # + NLL on the IdK answer
 
 @register_method
 @dataclass
@@ -59,12 +60,10 @@ class SimNPO(GradDiff):
     delta: float = 0.0               # reward margin δ (γ in the SimNPO paper), subtracted before β multiplies
     name: ClassVar[str] = "SimNPO"
     paper_default: ClassVar[str] = "configs/trainer/SimNPO.yaml"
-    def validate(self):
-        super().validate()
-        if not self.beta > 0: raise ValueError(f"SimNPO: beta must be > 0, got {self.beta}")
+    _positive: ClassVar[tuple] = ("beta",)
     def forget_loss(self, model, ref_model, forget, alternates=None):
         labels = forget["labels"]
-        s = sum_nll(forward_logits(model, forget), labels)                      # S_θ(y_f|x_f), per sequence
+        s = batch_nll(model, forget)[0].sum(1)                                  # S_θ(y_f|x_f), per sequence
         n = (labels != -100).sum(-1).to(s.device)                               # |y_f| (unshifted labels, as the code)
         return -2 / self.beta * F.logsigmoid(self.beta * (s / n - self.delta)).mean()
 
@@ -156,18 +155,22 @@ def capture(model, name: str):
     finally: h.remove()
 
 def layer_activations(model, batch: Mapping, name: str) -> torch.Tensor:
-    "Output h_ℓ (B, T, d) of module `name` on `batch` (gradients flow unless called under no_grad)."
-    with capture(model, name) as cache: forward_logits(model, batch)
+    "Output h_ℓ (B, T, d) of module `name` on `batch` (gradients flow unless called under no_grad); no output head run."
+    with capture(model, name) as cache: lm.body_forward(model, batch)
     return cache[0]
 
 def activation_loss(a: torch.Tensor,     # activations (B, T, d)
                     b: torch.Tensor,     # target activations, broadcastable to a
                     mask: torch.Tensor,  # (B, T) tokens that count
+                    official_broadcast: bool = False,  # True: the value the official code computes (see below)
                    ) -> torch.Tensor:
-    "mean_b [Σ_t mask · mean_d (a − b)²] / Σ_t mask (the code's `compute_activation_loss`)."
+    "Per-row token mean of (1/d)‖a_t − b_t‖², averaged over rows; `official_broadcast=True`: the official code's value."
     mask = mask.to(a.device)
     sq = (a - b.to(a.device, a.dtype)).pow(2).mean(-1)                        # (B, T): (1/d)‖a_t − b_t‖²
-    return ((sq * mask).sum(1) / mask.sum(1)).mean()
+    s, n = (sq * mask).sum(1), mask.sum(1)                                    # S_i = Σ_t m_it (1/d)‖·‖², n_i = Σ_t m_it
+    if official_broadcast:                                                    # compute_activation_loss: a [b] tensor over a
+        return (s / n[:, None]).mean()                                        # [b, 1] one, (b, b): mean_i S_i · mean_j 1/n_j
+    return (s / n).mean()                                                     # mean_i S_i / n_i
 
 @register_method
 @dataclass
@@ -177,13 +180,15 @@ class RMU(GradDiff):
     layer: Any = "auto"                   # module name | decoder index | depth fraction | "auto" (1/2: layers.7 of 16)
     retain_loss_type: str = "EMBED_DIFF"  # "EMBED_DIFF" (activation match to ref) | "NLL" | "KL"
     train_params: Any = "all"             # "all" (config) | "window" (layers ℓ−2..ℓ) | "down_proj" (WMDP) | list of regexes
+    official_broadcast: bool = False      # True: the official (b, b)-broadcast value of compute_activation_loss
     name: ClassVar[str] = "RMU"
     needs_ref: ClassVar[bool] = True
     paper_default: ClassVar[str] = "configs/trainer/RMU.yaml"
     _retain_types: ClassVar[tuple] = ("EMBED_DIFF", "NLL", "KL")
+    _positive: ClassVar[tuple] = ("steering_coeff",)
     def validate(self):
         super().validate()
-        if not self.steering_coeff > 0: raise ValueError(f"RMU: steering_coeff must be > 0, got {self.steering_coeff}")
+        if not isinstance(self.official_broadcast, bool): raise ValueError(f"RMU: official_broadcast must be True or False, got {self.official_broadcast!r}")
     def setup(self, model, ref_model, *, seed=0, steps_per_epoch=1, retain=None):
         self.module_name = resolve_layer(model, self.layer)
         self.layer_index = int(self.module_name.rsplit(".", 1)[-1]) if self.module_name.rsplit(".", 1)[-1].isdigit() else None
@@ -207,13 +212,13 @@ class RMU(GradDiff):
     def forget_loss(self, model, ref_model, forget, alternates=None):
         self._check_ready()
         h = layer_activations(model, forget, self.module_name)
-        return activation_loss(h, self.control_vec.expand_as(h), forget["labels"] != -100)   # ‖h_ℓ − c·u‖²
+        return activation_loss(h, self.control_vec.expand_as(h), forget["labels"] != -100, self.official_broadcast)   # ‖h_ℓ − c·u‖²
     def retain_loss(self, model, ref_model, retain):
         if self.retain_loss_type != "EMBED_DIFF": return super().retain_loss(model, ref_model, retain)
         self._check_ready()
         h = layer_activations(model, retain, self.module_name)
         with torch.no_grad(): h_ref = layer_activations(ref_model, retain, self.module_name)
-        return activation_loss(h, h_ref, retain["labels"] != -100)             # ‖h_ℓ^θ − h_ℓ^ref‖²
+        return activation_loss(h, h_ref, retain["labels"] != -100, self.official_broadcast)   # ‖h_ℓ^θ − h_ℓ^ref‖²
 
 # %% ../../nbs/p09_unlearning/04_methods.ipynb #e6c9f550
 def undial_loss(logits: torch.Tensor,      # z_θ (B, T, V)
@@ -243,21 +248,23 @@ class UNDIAL(GradDiff):
     name: ClassVar[str] = "UNDIAL"
     needs_ref: ClassVar[bool] = True
     paper_default: ClassVar[str] = "configs/trainer/UNDIAL.yaml (lr 1e-4)"
+    _nonnegative: ClassVar[tuple] = ("gamma", "alpha", "beta")
     def validate(self):
         super().validate()
-        if not self.beta >= 0: raise ValueError(f"UNDIAL: beta must be >= 0, got {self.beta}")
         if self.scope not in ("all", "answer"): raise ValueError(f"UNDIAL: scope must be 'all' or 'answer', got {self.scope!r}")
     def forget_loss(self, model, ref_model, forget, alternates=None):
         with torch.no_grad(): zr = forward_logits(ref_model, forget)
         return undial_loss(forward_logits(model, forget), zr, forget["labels"], self.beta, self.scope, forget["attention_mask"])
 
 # %% ../../nbs/p09_unlearning/04_methods.ipynb #a8bf35b1
-def weighted_ascent_loss(logits: torch.Tensor, labels: torch.Tensor, beta1: float, beta2: float = 0.0) -> torch.Tensor:
-    "−mean_t w_t·CE_t with w_t = sg(p_t^β1 (1 − p_t)^β2) over answer tokens (WGA: β2 = 0; SatImp)."
-    ce, mask = token_nll(logits, labels)
+def _weighted_ascent(ce: torch.Tensor, mask: torch.Tensor, beta1: float, beta2: float) -> torch.Tensor:
     p = torch.exp(-ce).detach()                                                   # p_θ(y_t), no gradient
     w = p ** beta1 * (1 - p) ** beta2
     return -(w * ce)[mask].mean()
+
+def weighted_ascent_loss(logits: torch.Tensor, labels: torch.Tensor, beta1: float, beta2: float = 0.0) -> torch.Tensor:
+    "−mean_t w_t·CE_t with w_t = sg(p_t^β1 (1 − p_t)^β2) over answer tokens (WGA: β2 = 0; SatImp)."
+    return _weighted_ascent(*token_nll(logits, labels), beta1, beta2)
 
 @register_method
 @dataclass
@@ -266,8 +273,9 @@ class WGA(GradDiff):
     beta: float = 1.0                # exponent of the token-probability weight
     name: ClassVar[str] = "WGA"
     paper_default: ClassVar[str] = "configs/trainer/WGA.yaml (lr 1e-5, 5 epochs)"
+    _nonnegative: ClassVar[tuple] = ("gamma", "alpha", "beta")   # β < 0 would weight the unlikely tokens up, without bound
     def forget_loss(self, model, ref_model, forget, alternates=None):
-        return weighted_ascent_loss(forward_logits(model, forget), forget["labels"], self.beta)
+        return _weighted_ascent(*batch_nll(model, forget), self.beta, 0.0)
 
 @register_method
 @dataclass
@@ -279,8 +287,9 @@ class SatImp(GradDiff):
     beta2: float = 1.0               # importance exponent
     name: ClassVar[str] = "SatImp"
     paper_default: ClassVar[str] = "configs/trainer/SatImp.yaml (lr 1e-5, 5 epochs)"
+    _nonnegative: ClassVar[tuple] = ("gamma", "alpha", "beta1", "beta2")
     def forget_loss(self, model, ref_model, forget, alternates=None):
-        return weighted_ascent_loss(forward_logits(model, forget), forget["labels"], self.beta1, self.beta2)
+        return _weighted_ascent(*batch_nll(model, forget), self.beta1, self.beta2)
 
 # %% ../../nbs/p09_unlearning/04_methods.ipynb #e61cb542
 def ceu_loss(logits: torch.Tensor,   # (B, T, V)
@@ -339,6 +348,7 @@ class PDU(GradDiff):
     dual_warmup_epochs: int = 5               # epochs before the dual updates start
     name: ClassVar[str] = "PDU"
     paper_default: ClassVar[str] = "configs/trainer/PDU.yaml"
+    _nonnegative: ClassVar[tuple] = ("gamma", "alpha", "dual_step_size", "dual_warmup_epochs")
     def validate(self):
         super().validate()
         if self.dual_update_upon not in ("step", "epoch"): raise ValueError(f"PDU: dual_update_upon must be 'step' or 'epoch', got {self.dual_update_upon!r}")

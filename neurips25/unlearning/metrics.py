@@ -19,11 +19,11 @@ from .data import SynthTOFU, qa_batch, check_split, check_disjoint, format_promp
 
 # %% auto #0
 __all__ = ['TR_AGGREGATORS', 'MIA_ATTACKS', 'MU_COMPONENTS', 'ALL_METRICS', 'MetricResult', 'AnswerStats', 'answer_stats',
-           'perturbed_avg_loss', 'prob_from_loss', 'prob', 'para_prob', 'prob_normalised_from_loss',
+           'option_stats', 'perturbed_avg_loss', 'prob_from_loss', 'prob', 'para_prob', 'prob_normalised_from_loss',
            'truth_ratio_from_losses', 'truth_ratio', 'em_from_matches', 'es_from_matches', 'exact_memorization',
-           'extraction_strength', 'rouge_scores', 'rouge', 'min_k_score', 'mia_scores', 'auc_forget_holdout', 'mia_auc',
-           'ks_pvalue', 'forget_quality', 'privleak_from_auc', 'privleak', 'harmonic_mean', 'model_utility',
-           'evaluate_results', 'evaluate']
+           'extraction_strength', 'rouge_scores', 'rouge', 'zlib_texts', 'min_k_score', 'mia_scores',
+           'auc_forget_holdout', 'mia_auc', 'ks_pvalue', 'forget_quality', 'privleak_from_auc', 'privleak',
+           'harmonic_mean', 'model_utility', 'RetainReference', 'retain_reference', 'evaluate_results', 'evaluate']
 
 # %% ../../nbs/p09_unlearning/02_metrics.ipynb #90131396
 @dataclass
@@ -45,7 +45,20 @@ class AnswerStats:
     n_tokens: np.ndarray   # answer tokens incl. <eos>
     logprobs: list         # per example: log p of each answer token, <eos> excluded (tokenwise_logprobs)
     matches: list          # per example: argmax == label at each answer token, <eos> excluded (EM, ES)
-    zscores: list          # per example: (log p_t − μ_t)/σ_t, MinK++ normalisation, <eos> excluded
+    zscores: list | None   # per example: (log p_t − μ_t)/σ_t, MinK++ normalisation, <eos> excluded (None: not computed)
+    label_ids: list | None = None   # per example: the labelled token ids, <eos> included (ZLib decodes them)
+
+def _stats_rows(rows: list[dict]) -> AnswerStats:
+    "AnswerStats from per-example token arrays (`logprob`, `argmax_hit`, `ids`, optional `mu`, `sigma`)."
+    n = np.array([len(r["logprob"]) for r in rows])
+    if (n == 0).any(): raise ValueError(f"example(s) {np.flatnonzero(n == 0)[:5].tolist()} have no answer token")
+    avg = np.array([-r["logprob"].astype(np.float64).mean() for r in rows])
+    lps = [r["logprob"][:-1].astype(np.float64) for r in rows]                 # the last label is <eos>: dropped
+    hits = [r["argmax_hit"][:-1] for r in rows]
+    zs = None
+    if "mu" in rows[0]: zs = [((r["logprob"] - r["mu"]) / r["sigma"])[:-1].astype(np.float64) for r in rows]
+    return AnswerStats(avg, n, lps, hits, zs, [r["ids"] for r in rows])
+
 
 # %% ../../nbs/p09_unlearning/02_metrics.ipynb #aab159e1
 def _order(df: pd.DataFrame, question_col: str, answer_col: str) -> np.ndarray:
@@ -61,35 +74,47 @@ def answer_stats(model, tokenizer,
                  batch_size: int = 16,            # examples per forward pass
                  answer_prefix: str = "",         # appended to the prompt (e.g. JAILBREAK_PREFIX)
                  desc: str = "score answers",     # progress-bar label
+                 mink_pp: bool = False,           # also MinK++'s z-scores (full-vocabulary sums: only when asked)
                 ) -> AnswerStats:
     "Teacher-forced statistics of `answer_col` given `question_col` for every row of `df`, batched."
     check_split(df, (question_col, answer_col))
     n = len(df); order = _order(df, question_col, answer_col); n_ctx = lm.context_length(model)
-    avg_loss, ntok = np.zeros(n), np.zeros(n, dtype=int)
-    lps, matches, zs = [None] * n, [None] * n, [None] * n
-    was_training = model.training; model.eval(); dev = lm.model_device(model)
+    rows: list = [None] * n
+    was_training = model.training; model.eval()
     for s in progress(range(0, n, batch_size), desc=desc):
         idx = order[s:s + batch_size]
         b = qa_batch(tokenizer, df.iloc[idx], answer_col, question_col, max_length=n_ctx, answer_prefix=answer_prefix)
-        ids, am, labels = (b[k].to(dev) for k in ("input_ids", "attention_mask", "labels"))
-        logits = model(input_ids=ids, attention_mask=am).logits[:, :-1].float()
-        logp = logits.log_softmax(-1); del logits                  # log p(· | x_≤t), (B, T−1, V)
-        tgt = labels[:, 1:]; mask = tgt != -100                     # label t+1 is predicted at position t
-        lp = logp.gather(-1, tgt.clamp_min(0)[..., None])[..., 0] * mask
-        cnt = mask.sum(1)
-        avg_loss[idx] = (-lp.sum(1) / cnt).double().cpu().numpy(); ntok[idx] = cnt.cpu().numpy()
-        hit = logp.argmax(-1) == tgt
-        p = logp.exp()
-        mu = (p * logp).sum(-1)                                     # μ_t = E_{v~p_t}[log p_t(v)]
-        var = ((p * logp.square()).sum(-1) - mu.square()).clamp_min(1e-6)   # σ_t², clamped as in the official code
-        z = (lp - mu) / var.sqrt()                                  # MinK++ z_t
-        last = mask.long().cumsum(1) == cnt[:, None]                # the last labelled position: <eos>
-        keep = (mask & ~last).cpu().numpy()                         # answer tokens without <eos> (tokenwise_logprobs)
-        lp_c, hit_c, z_c = lp.cpu().numpy(), hit.cpu().numpy(), z.cpu().numpy()
-        for r, i in enumerate(idx):
-            k = keep[r]; lps[i] = lp_c[r, k].astype(np.float64); matches[i] = hit_c[r, k]; zs[i] = z_c[r, k].astype(np.float64)
+        st = lm.target_stats(model, b, mink_pp=mink_pp)          # the head on the answer positions only
+        cnt = st.pop("mask").sum(1).cpu().numpy()
+        st = {k: v.cpu().numpy() for k, v in st.items()}
+        st["ids"] = b["labels"][:, 1:][b["labels"][:, 1:] != -100].numpy()
+        ends = np.cumsum(cnt)
+        for r, i in enumerate(idx): rows[i] = {k: v[ends[r] - cnt[r]:ends[r]] for k, v in st.items()}
     model.train(was_training)
-    return AnswerStats(avg_loss, ntok, lps, matches, zs)
+    return _stats_rows(rows)
+
+@torch.no_grad()
+def option_stats(model, tokenizer,
+                 df: pd.DataFrame,                       # a split
+                 answer_cols: Sequence[str] = ("answer",),  # answers scored per row (e.g. answer, paraphrased_answer)
+                 perturbed: bool = True,                 # also each of the row's perturbed answers
+                 question_col: str = "question",         # the prompt
+                 batch_size: int = 16,                   # questions per forward pass
+                 mink_pp: bool = False,                  # also MinK++'s z-scores
+                 desc: str = "score answers",            # progress-bar label
+                ) -> dict:
+    "{col: AnswerStats} and, with `perturbed`, 'perturbed': mean NLL (N, K): a question's answers share one forward pass."
+    cols = list(answer_cols)
+    if not cols and not perturbed: raise ValueError("nothing to score: give answer_cols or perturbed=True")
+    check_split(df, (question_col, *cols, *(["perturbed_answers"] if perturbed else [])))
+    K = len(df.perturbed_answers.iloc[0]) if perturbed else 0
+    prompts = format_prompts(tokenizer, df[question_col])
+    opts = [[df[c].iloc[i] for c in cols] + (list(df.perturbed_answers.iloc[i]) if perturbed else []) for i in range(len(df))]
+    res = lm.score_options(model, tokenizer, prompts, opts, batch_size=batch_size, mink_pp=mink_pp, desc=desc)
+    out = {c: _stats_rows([r[j] for r in res]) for j, c in enumerate(cols)}
+    if perturbed:
+        out["perturbed"] = np.array([[-r[len(cols) + k]["logprob"].astype(np.float64).mean() for k in range(K)] for r in res])
+    return out
 
 def _flat_perturbed(df: pd.DataFrame, question_col: str) -> tuple[pd.DataFrame, int]:
     "One row per (example, perturbed answer), in example-major order, and the number K of perturbed answers."
@@ -100,13 +125,17 @@ def _flat_perturbed(df: pd.DataFrame, question_col: str) -> tuple[pd.DataFrame, 
     return flat, K
 
 def perturbed_avg_loss(model, tokenizer, df: pd.DataFrame, question_col: str = "question", batch_size: int = 16) -> np.ndarray:
-    "Mean NLL of each of the K perturbed answers, shape (N, K)."
-    flat, K = _flat_perturbed(df, question_col)
-    return answer_stats(model, tokenizer, flat, "answer", question_col, batch_size, desc="score perturbed").avg_loss.reshape(len(df), K)
+    "Mean NLL of each of the K perturbed answers, shape (N, K) (one packed forward pass per question)."
+    return option_stats(model, tokenizer, df, (), True, question_col, batch_size, desc="score perturbed")["perturbed"]
+
 
 # %% ../../nbs/p09_unlearning/02_metrics.ipynb #36b46754
 def _check_finite(x, name: str) -> np.ndarray:
-    a = np.asarray(x, dtype=np.float64)
+    "x as a float64 array: numbers only (not strings, None or objects), non-empty, finite."
+    a = np.asarray(x)
+    if a.dtype.kind not in "biuf":
+        raise ValueError(f"{name} must hold numbers, got {a.dtype} values such as {a.ravel()[:1].tolist()}")
+    a = a.astype(np.float64)
     if a.size == 0: raise ValueError(f"{name} is empty")
     if not np.isfinite(a).all(): raise ValueError(f"{name} contains NaN or inf")
     return a
@@ -164,8 +193,8 @@ def truth_ratio(model, tokenizer, df: pd.DataFrame,
                 batch_size: int = 16) -> MetricResult:
     "Truth Ratio: r = p̄(perturbed) / p(paraphrased) per example, aggregated as `aggregator`."
     if aggregator not in TR_AGGREGATORS: raise ValueError(f"invalid truth ratio aggregator {aggregator!r}: use one of {TR_AGGREGATORS}")
-    lc = answer_stats(model, tokenizer, df, correct_col, question_col, batch_size).avg_loss
-    lw = perturbed_avg_loss(model, tokenizer, df, question_col, batch_size)
+    ops = option_stats(model, tokenizer, df, (correct_col,), True, question_col, batch_size, desc="truth ratio")
+    lc, lw = ops[correct_col].avg_loss, ops["perturbed"]
     r, agg = truth_ratio_from_losses(lc, lw, aggregator)
     return MetricResult(f"truth_ratio[{aggregator}]", agg, r, {"correct_avg_loss": lc, "wrong_avg_losses": lw})
 
@@ -260,8 +289,19 @@ def rouge(model, tokenizer, df: pd.DataFrame,
 # %% ../../nbs/p09_unlearning/02_metrics.ipynb #ecd0b489
 MIA_ATTACKS = ("loss", "zlib", "min_k", "min_k_plus_plus", "reference", "gradnorm")
 
+def zlib_texts(tokenizer, stats: AnswerStats) -> list[str]:
+    "The texts ZLib compresses, as the official attack gets them: the labelled tokens decoded, special tokens skipped."
+    return [tokenizer.decode([int(t) for t in ids], skip_special_tokens=True) for ids in stats.label_ids]
+
+def _check_k(k) -> float:
+    "The MinK / MinK++ fraction: a number in (0, 1]."
+    if isinstance(k, bool) or not isinstance(k, (int, float, np.integer, np.floating)) or not 0 < k <= 1:
+        raise ValueError(f"k (the MinK fraction of tokens) must lie in (0, 1], got {k!r}")
+    return float(k)
+
 def min_k_score(values: Sequence, k: float = 0.4) -> float:
     "−mean of the lowest ⌊k·n⌋ (at least 1) values: MinK on token log-probs, MinK++ on z-scores."
+    k = _check_k(k)
     v = np.sort(_check_finite(values, "token values"))
     return float(-v[: max(1, int(len(v) * k))].mean())
 
@@ -289,20 +329,28 @@ def mia_scores(model, tokenizer, df: pd.DataFrame,
                reference_model=None,           # "reference": the reference model (e.g. the retain model)
                p: float = 2,                   # "gradnorm": the p-norm
                answer_col: str = "answer", question_col: str = "question",
-               batch_size: int = 16, stats: AnswerStats | None = None) -> np.ndarray:
+               batch_size: int = 16, stats: AnswerStats | None = None,
+               reference_avg_loss=None,         # "reference": the reference model's mean NLLs, precomputed
+              ) -> np.ndarray:
     "Per-example MIA statistic, signed like a loss (higher = less likely a member)."
     if attack not in MIA_ATTACKS: raise ValueError(f"unknown attack {attack!r}; use one of {MIA_ATTACKS}")
-    if not 0 < k <= 1: raise ValueError(f"k must lie in (0, 1], got {k}")
+    k = _check_k(k)
     if attack == "gradnorm": return _gradnorm_scores(model, tokenizer, df, answer_col, question_col, p)
-    if attack == "reference" and reference_model is None:
+    if attack == "reference" and reference_model is None and reference_avg_loss is None:
         raise ValueError("the reference attack needs reference_model (OpenUnlearning: reference_model_path, e.g. the retain model)")
-    st = stats if stats is not None else answer_stats(model, tokenizer, df, answer_col, question_col, batch_size)
+    need_z = attack == "min_k_plus_plus"
+    st = stats if stats is not None and (stats.zscores is not None or not need_z) else \
+        answer_stats(model, tokenizer, df, answer_col, question_col, batch_size, mink_pp=need_z)
     if attack == "loss": return st.avg_loss.copy()                                  # LOSS = NLL
-    if attack == "zlib":                                                             # NLL / len(zlib(text))
-        return st.avg_loss / np.array([len(zlib.compress(t.encode("utf-8"))) for t in df[answer_col]])
+    if attack == "zlib":                                                             # NLL / len(zlib(text)), the text
+        texts = zlib_texts(tokenizer, st) if st.label_ids is not None else list(df[answer_col])   # as the code decodes it
+        return st.avg_loss / np.array([len(zlib.compress(t.encode("utf-8"))) for t in texts])
     if attack == "min_k": return np.array([min_k_score(v, k) for v in st.logprobs])
     if attack == "min_k_plus_plus": return np.array([min_k_score(v, k) for v in st.zscores])
-    ref = answer_stats(reference_model, tokenizer, df, answer_col, question_col, batch_size).avg_loss
+    ref = reference_avg_loss if reference_avg_loss is not None else \
+        answer_stats(reference_model, tokenizer, df, answer_col, question_col, batch_size).avg_loss
+    ref = _check_finite(ref, "reference_avg_loss")
+    if ref.shape != st.avg_loss.shape: raise ValueError(f"reference_avg_loss has {ref.shape[0]} values for {len(st.avg_loss)} examples")
     return st.avg_loss - ref                                                         # NLL_target − NLL_ref
 
 def auc_forget_holdout(forget_scores, holdout_scores) -> float:
@@ -324,6 +372,13 @@ def ks_pvalue(model_tr, retain_tr) -> float:
     a = _check_finite(model_tr, "model_tr"); b = _check_finite(retain_tr, "retain_tr")
     return float(ks_2samp(a, b).pvalue)
 
+def _check_retain_tr(retain_tr, n: int) -> np.ndarray:
+    "The retain model's forget truth ratios: finite numbers, one per forget example."
+    a = _check_finite(retain_tr, "retain_tr").ravel()
+    if len(a) != n: raise ValueError(f"retain_tr has {len(a)} values, the forget split {n} examples: pass the retain model's "
+                                     "truth ratios on the same forget split")
+    return a
+
 def forget_quality(model, tokenizer, forget_df: pd.DataFrame,
                    retain_model=None,   # the retain model (its forget truth ratios are computed), or ...
                    retain_tr=None,      # ... its per-example forget truth ratios, precomputed
@@ -332,9 +387,9 @@ def forget_quality(model, tokenizer, forget_df: pd.DataFrame,
     if retain_model is None and retain_tr is None:
         raise ValueError("forget_quality needs the retain model's forget truth ratios: pass retain_model= or retain_tr= "
                          "(OpenUnlearning silently reports FQ = None without retain_logs_path)")
+    if retain_tr is not None: retain_tr = _check_retain_tr(retain_tr, len(forget_df))
     tr = truth_ratio(model, tokenizer, forget_df, "closer_to_1_better", batch_size=batch_size).values
     if retain_tr is None: retain_tr = truth_ratio(retain_model, tokenizer, forget_df, "closer_to_1_better", batch_size=batch_size).values
-    if len(retain_tr) != len(tr): raise ValueError(f"retain_tr has {len(retain_tr)} values, the forget split {len(tr)} examples")
     return MetricResult("forget_quality", ks_pvalue(tr, retain_tr), tr, {"retain_tr": np.asarray(retain_tr)})
 
 def privleak_from_auc(auc: float,            # MIA (MinK) AUC of the unlearned model
@@ -342,7 +397,11 @@ def privleak_from_auc(auc: float,            # MIA (MinK) AUC of the unlearned m
                      ) -> float:
     "PrivLeak = 100·((1−AUC) − (1−AUC_ret)) / (1−AUC_ret): 0 is ideal, a fine-tuned model sits near −100."
     for v, nm in ((auc, "auc"), (auc_ret, "auc_ret")):
+        if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+            raise ValueError(f"{nm} must be a number in [0, 1], got {v!r}")
         if not (np.isfinite(v) and 0 <= v <= 1): raise ValueError(f"{nm} must lie in [0, 1], got {v}")
+    if auc_ret == 1: raise ValueError("PrivLeak is undefined for auc_ret = 1 (it divides by 1 − AUC_ret = 0; the official "
+                                      "code's + 1e-10 turns that into values of order 1e11)")
     return float(((1 - auc) - (1 - auc_ret)) / ((1 - auc_ret) + 1e-10) * 100)
 
 def privleak(model, tokenizer, forget_df: pd.DataFrame, holdout_df: pd.DataFrame,
@@ -371,11 +430,12 @@ def model_utility(model, tokenizer, bench: SynthTOFU, batch_size: int = 16, max_
     comp = {}
     for s, name in (("retain", "retain_perturbed"), ("ra", "real_authors"), ("wf", "world_facts")):
         df = bench.split(name)
-        lc = answer_stats(model, tokenizer, df, "answer", "question", batch_size).avg_loss
-        lw = perturbed_avg_loss(model, tokenizer, df, "question", batch_size)
+        cols = ("answer", "paraphrased_answer") if s == "retain" else ("answer",)
+        ops = option_stats(model, tokenizer, df, cols, True, batch_size=batch_size, desc=f"utility: {name}")   # one pass
+        lc, lw = ops["answer"].avg_loss, ops["perturbed"]
         if s == "retain":
             comp["retain_prob"] = float(prob_from_loss(lc).mean())                       # retain_Q_A_Prob
-            lp = answer_stats(model, tokenizer, df, "paraphrased_answer", "question", batch_size).avg_loss
+            lp = ops["paraphrased_answer"].avg_loss
             comp["retain_truth_ratio"] = truth_ratio_from_losses(lp, lw, "true_better")[1]   # correct = paraphrase
         else:
             comp[f"{s}_prob"] = float(prob_normalised_from_loss(lc, lw).mean())           # *_Q_A_Prob_normalised
@@ -390,6 +450,33 @@ ALL_METRICS = ("forget_prob", "forget_para_prob", "forget_rouge", "forget_para_r
                "mia_loss", "mia_zlib", "mia_min_k", "mia_min_k_plus_plus", "mia_reference", "mia_gradnorm",
                "forget_quality", "privleak", "model_utility")
 
+@dataclass
+class RetainReference:
+    "What the metrics need from the retain model, computed once and reused for every model evaluated against it."
+    forget_tr: np.ndarray            # its per-example forget truth ratios (FQ)
+    auc_min_k: float                 # its forget-vs-holdout MinK AUC (PrivLeak's AUC_ret)
+    forget_avg_loss: np.ndarray      # its mean answer NLL on the forget split (the reference attack) ...
+    holdout_avg_loss: np.ndarray     # ... and on the holdout split
+    k: float = 0.4                   # the MinK fraction of auc_min_k
+
+def retain_reference(retain_model, tokenizer, bench, forget: str = "forget10", holdout: str | None = None,
+                     k: float = 0.4, batch_size: int = 16) -> RetainReference:
+    "The retain model's forget truth ratios, MinK AUC and answer NLLs: one pass over forget (packed) and one over holdout."
+    k = _check_k(k)
+    fdf, hdf = _forget_holdout(bench, forget, holdout)
+    ops = option_stats(retain_model, tokenizer, fdf, ("answer", "paraphrased_answer"), True, batch_size=batch_size, desc="retain reference")
+    hst = answer_stats(retain_model, tokenizer, hdf, batch_size=batch_size, desc="retain reference (holdout)")
+    tr = truth_ratio_from_losses(ops["paraphrased_answer"].avg_loss, ops["perturbed"], "closer_to_1_better")[0]
+    auc = auc_forget_holdout([min_k_score(v, k) for v in ops["answer"].logprobs], [min_k_score(v, k) for v in hst.logprobs])
+    return RetainReference(tr, auc, ops["answer"].avg_loss, hst.avg_loss, k)
+
+def _forget_holdout(bench, forget: str, holdout: str | None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    if not (isinstance(forget, str) and forget.startswith("forget")): raise ValueError(f"forget must be a forget split, got {forget!r}")
+    holdout = holdout or "holdout" + forget[6:]
+    fdf, hdf = bench.split(forget), bench.split(holdout)
+    check_disjoint(fdf, hdf, forget, holdout)
+    return fdf, hdf
+
 def evaluate_results(model, tokenizer, bench: SynthTOFU,
                      forget: str = "forget10",          # forget split
                      holdout: str | None = None,        # holdout split for the MIAs (default: the matching holdoutXX)
@@ -401,34 +488,52 @@ def evaluate_results(model, tokenizer, bench: SynthTOFU,
                      k: float = 0.4,                    # MinK / MinK++ fraction
                      batch_size: int = 16,
                      max_new_tokens: int | None = None,  # ROUGE generation length (see `rouge`)
+                     reference: RetainReference | None = None,  # the retain model's statistics, precomputed
                     ) -> dict[str, MetricResult]:
     "Every metric of `metrics` on one model, sharing forward passes: {name: MetricResult}."
     metrics = list(ALL_METRICS if metrics is None else metrics)
     bad = [m for m in metrics if m not in ALL_METRICS]
     if bad: raise ValueError(f"unknown metric(s) {bad}; choose from {ALL_METRICS}")
-    if "forget_quality" in metrics and retain_model is None and retain_tr is None:
+    k = _check_k(k)
+    if reference is not None and not isinstance(reference, RetainReference):
+        raise ValueError(f"reference must be a RetainReference (retain_reference(...)), got {type(reference).__name__}")
+    if reference is not None and reference.k != k: raise ValueError(f"reference was computed with k = {reference.k}, not {k}")
+    if "forget_quality" in metrics and retain_model is None and retain_tr is None and reference is None:
         raise ValueError("forget_quality needs retain_model= or retain_tr= (OpenUnlearning silently reports FQ = None "
                          "without retain_logs_path); or leave it out of metrics=")
-    reference_model = reference_model if reference_model is not None else retain_model
-    if "mia_reference" in metrics and reference_model is None:
+    explicit_ref = reference_model                      # a reference model other than the retain model, if given
+    if reference_model is None: reference_model = retain_model
+    if "mia_reference" in metrics and reference_model is None and reference is None:
         raise ValueError("mia_reference needs reference_model= or retain_model=; or leave it out of metrics=")
-    if not forget.startswith("forget"): raise ValueError(f"forget must be a forget split, got {forget!r}")
-    holdout = holdout or "holdout" + forget[6:]
-    fdf, hdf = bench.split(forget), bench.split(holdout)
-    check_disjoint(fdf, hdf, forget, holdout)
-    out: dict[str, MetricResult] = {}
+    fdf, hdf = _forget_holdout(bench, forget, holdout)
+    if retain_tr is not None: retain_tr = _check_retain_tr(retain_tr, len(fdf))          # before any forward pass
+    if reference is not None:
+        _check_retain_tr(reference.forget_tr, len(fdf))
+        if len(reference.holdout_avg_loss) != len(hdf): raise ValueError("reference was computed on another holdout split")
+    wants = ("privleak" in metrics or ("mia_reference" in metrics and explicit_ref is None)
+             or ("forget_quality" in metrics and retain_tr is None))
+    if retain_model is not None and reference is None and wants:
+        reference = retain_reference(retain_model, tokenizer, bench, forget, holdout, k, batch_size)   # once, shared
+    # which forward passes the requested metrics need: one packed pass over the forget questions, one over holdout
+    need_pp = "mia_min_k_plus_plus" in metrics
+    need_tr = any(m in metrics for m in ("forget_truth_ratio", "forget_tr_prob_mean", "forget_quality"))
+    need_para = need_tr or "forget_para_prob" in metrics
     memo: dict = {}
-    def stats(df, col, key):
-        if key not in memo: memo[key] = answer_stats(model, tokenizer, df, col, "question", batch_size, desc=f"score {key}")
-        return memo[key]
-    def f_wrong():
-        if "fw" not in memo: memo["fw"] = perturbed_avg_loss(model, tokenizer, fdf, "question", batch_size)
-        return memo["fw"]
-    fa = lambda: stats(fdf, "answer", "forget")
+    def fst(col="answer"):
+        if "forget" not in memo:
+            cols = ("answer", "paraphrased_answer") if need_para else ("answer",)
+            memo["forget"] = option_stats(model, tokenizer, fdf, cols, need_tr, batch_size=batch_size, mink_pp=need_pp,
+                                          desc="score forget")
+        return memo["forget"][col]
+    def hst():
+        if "holdout" not in memo:
+            memo["holdout"] = answer_stats(model, tokenizer, hdf, batch_size=batch_size, mink_pp=need_pp, desc="score holdout")
+        return memo["holdout"]
+    out: dict[str, MetricResult] = {}
     for m in metrics:
-        if m == "forget_prob": v = prob_from_loss(fa().avg_loss); out[m] = MetricResult(m, float(v.mean()), v)
+        if m == "forget_prob": v = prob_from_loss(fst().avg_loss); out[m] = MetricResult(m, float(v.mean()), v)
         elif m == "forget_para_prob":
-            v = prob_from_loss(stats(fdf, "paraphrased_answer", "forget_para").avg_loss); out[m] = MetricResult(m, float(v.mean()), v)
+            v = prob_from_loss(fst("paraphrased_answer").avg_loss); out[m] = MetricResult(m, float(v.mean()), v)
         elif m == "forget_rouge": out[m] = rouge(model, tokenizer, fdf, max_new_tokens=max_new_tokens, batch_size=batch_size)
         elif m == "forget_para_rouge":
             out[m] = rouge(model, tokenizer, fdf, question_col="paraphrased_question", max_new_tokens=max_new_tokens, batch_size=batch_size)
@@ -436,28 +541,30 @@ def evaluate_results(model, tokenizer, bench: SynthTOFU,
             out[m] = rouge(model, tokenizer, fdf, answer_prefix=JAILBREAK_PREFIX, max_new_tokens=max_new_tokens, batch_size=batch_size)
         elif m in ("forget_truth_ratio", "forget_tr_prob_mean", "forget_quality"):
             agg = "prob_mean" if m == "forget_tr_prob_mean" else "closer_to_1_better"
-            r, a = truth_ratio_from_losses(stats(fdf, "paraphrased_answer", "forget_para").avg_loss, f_wrong(), agg)
+            r, a = truth_ratio_from_losses(fst("paraphrased_answer").avg_loss, fst("perturbed"), agg)
             if m == "forget_quality":
-                if retain_tr is None:
-                    retain_tr = truth_ratio(retain_model, tokenizer, fdf, "closer_to_1_better", batch_size=batch_size).values
-                out[m] = MetricResult(m, ks_pvalue(r, retain_tr), r, {"retain_tr": np.asarray(retain_tr)})
+                rt = retain_tr if retain_tr is not None else reference.forget_tr
+                out[m] = MetricResult(m, ks_pvalue(r, rt), r, {"retain_tr": np.asarray(rt)})
             else: out[m] = MetricResult(m, a, r)
-        elif m == "forget_em": v = em_from_matches(fa().matches); out[m] = MetricResult(m, float(v.mean()), v)
-        elif m == "forget_es": v = es_from_matches(fa().matches); out[m] = MetricResult(m, float(v.mean()), v)
+        elif m == "forget_em": v = em_from_matches(fst().matches); out[m] = MetricResult(m, float(v.mean()), v)
+        elif m == "forget_es": v = es_from_matches(fst().matches); out[m] = MetricResult(m, float(v.mean()), v)
         elif m.startswith("mia_"):
             att = m[4:]
+            use_ref = att == "reference" and reference is not None and explicit_ref is None
             kw = dict(attack=att, k=k, reference_model=reference_model, batch_size=batch_size)
-            f = mia_scores(model, tokenizer, fdf, stats=None if att == "gradnorm" else fa(), **kw)
-            h = mia_scores(model, tokenizer, hdf, stats=None if att == "gradnorm" else stats(hdf, "answer", "holdout"), **kw)
+            f = mia_scores(model, tokenizer, fdf, stats=None if att == "gradnorm" else fst(),
+                           reference_avg_loss=reference.forget_avg_loss if use_ref else None, **kw)
+            h = mia_scores(model, tokenizer, hdf, stats=None if att == "gradnorm" else hst(),
+                           reference_avg_loss=reference.holdout_avg_loss if use_ref else None, **kw)
             out[m] = MetricResult(m, auc_forget_holdout(f, h), None, {"forget_scores": f, "holdout_scores": h})
         elif m == "privleak":
-            f = mia_scores(model, tokenizer, fdf, "min_k", k, stats=fa())
-            h = mia_scores(model, tokenizer, hdf, "min_k", k, stats=stats(hdf, "answer", "holdout"))
-            auc = auc_forget_holdout(f, h); src = "given"
-            if retain_model is not None:
-                auc_ret = mia_auc(retain_model, tokenizer, fdf, hdf, "min_k", k, batch_size=batch_size).value; src = "retain model"
-            elif auc_ret is None: auc_ret = 0.5; src = "default 0.5 (official ref_value)"
-            out[m] = MetricResult(m, privleak_from_auc(auc, auc_ret), None, {"auc": auc, "auc_ret": auc_ret, "auc_ret_source": src})
+            f = mia_scores(model, tokenizer, fdf, "min_k", k, stats=fst())
+            h = mia_scores(model, tokenizer, hdf, "min_k", k, stats=hst())
+            auc = auc_forget_holdout(f, h)
+            if reference is not None: a_ret, src = reference.auc_min_k, "retain model"
+            elif auc_ret is not None: a_ret, src = auc_ret, "given"
+            else: a_ret, src = 0.5, "default 0.5 (official ref_value)"
+            out[m] = MetricResult(m, privleak_from_auc(auc, a_ret), None, {"auc": auc, "auc_ret": a_ret, "auc_ret_source": src})
         elif m == "model_utility": out[m] = model_utility(model, tokenizer, bench, batch_size, max_new_tokens)
     return out
 
@@ -467,3 +574,4 @@ def evaluate(model, tokenizer, bench: SynthTOFU, retain_model=None, **kw) -> dic
     out = {k: r.value for k, r in res.items()}
     if "model_utility" in res: out.update({f"mu_{c}": v for c, v in res["model_utility"].extra.items()})
     return out
+

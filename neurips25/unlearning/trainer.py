@@ -2,7 +2,7 @@
 
 # %% ../../nbs/p09_unlearning/03_trainer.ipynb #e9915550
 from __future__ import annotations
-import abc, copy, dataclasses, importlib, math, time
+import abc, copy, dataclasses, math, time
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Mapping, Sequence
 
@@ -15,13 +15,14 @@ from .. import lm
 from ..core import progress
 
 # %% auto #0
-__all__ = ['METHODS', 'check_batch', 'forward_logits', 'token_nll', 'mean_nll', 'sum_nll', 'retain_nll', 'retain_kl',
+__all__ = ['METHODS', 'check_batch', 'forward_logits', 'token_nll', 'mean_nll', 'sum_nll', 'batch_nll', 'retain_nll', 'retain_kl',
            'UnlearnLoss', 'GradAscent', 'GradDiff', 'log_ratio', 'dpo_loss', 'NPO', 'register_method', 'get_method',
            'take_rows', 'unlearn']
 
 # %% ../../nbs/p09_unlearning/03_trainer.ipynb #a7b17cf1
 def check_batch(batch: Mapping[str, torch.Tensor],  # an `lm.encode(...)` dict
                 name: str = "batch",                 # what it is, for the error message
+                model=None,                          # the model it is fed to: token ids are checked against its vocabulary
                ) -> int:
     "Validate an encoded batch (input_ids, attention_mask, labels; same rows; an answer token in every row); return its rows."
     if not isinstance(batch, Mapping) or "input_ids" not in batch:
@@ -36,14 +37,16 @@ def check_batch(batch: Mapping[str, torch.Tensor],  # an `lm.encode(...)` dict
     if bad: raise ValueError(f"{name}: tensors of different shapes (mismatched lengths): {bad} vs input_ids {tuple(ids.shape)}")
     empty = ((batch["labels"][:, 1:] != -100).sum(1) == 0).nonzero().flatten().tolist()
     if empty: raise ValueError(f"{name}: row(s) {empty[:10]} have no answer token (labels all -100)")
+    if model is not None: lm.check_token_ids(model, ids, f"{name}['input_ids']")
     return n
 
 def forward_logits(model, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
     "Float32 logits (B, T, V) of `model` on `batch` (moved to the model's device; positions from the attention mask)."
     dev = lm.model_device(model)
     ids, am = batch["input_ids"].to(dev), batch["attention_mask"].to(dev)
+    lm.check_token_ids(model, ids)
     pos = (am.long().cumsum(-1) - 1).clamp_min(0)
-    return model(input_ids=ids, attention_mask=am, position_ids=pos).logits.float()
+    with lm.amp(model): return model(input_ids=ids, attention_mask=am, position_ids=pos).logits.float()
 
 def token_nll(logits: torch.Tensor,  # (B, T, V)
               labels: torch.Tensor,  # (B, T), -100 where not scored
@@ -62,10 +65,16 @@ def sum_nll(logits, labels) -> torch.Tensor:
     "S(y|x): the per-sequence sum of token NLL, shape (B,) (the code's `compute_batch_nll`)."
     return token_nll(logits, labels)[0].sum(1)
 
+def batch_nll(model, batch: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    "`token_nll` of `model` on `batch` with the output head applied to the answer positions only (lm.target_logits)."
+    lp, mask = lm.token_logprobs(model, batch)
+    return -lp, mask
+
 # %% ../../nbs/p09_unlearning/03_trainer.ipynb #91dc3244
 def retain_nll(model, retain: Mapping[str, torch.Tensor]) -> torch.Tensor:
     "L_retain = NLL(y_r | x_r), the token mean over the retain batch."
-    return mean_nll(forward_logits(model, retain), retain["labels"])
+    nll, mask = batch_nll(model, retain)
+    return nll.sum() / mask.sum()
 
 def retain_kl(model, ref_model, retain: Mapping[str, torch.Tensor]) -> torch.Tensor:
     "L_retain = mean over all B·T positions of KL(p_ref || p_θ) (the code's `compute_kl_divergence`)."
@@ -83,12 +92,25 @@ class UnlearnLoss(abc.ABC):
     needs_alternates: ClassVar[bool] = False   # an alternate-answer batch (IdK / AltPO answers) aligned with forget
     paper_default: ClassVar[str] = ""          # where the defaults come from
 
+    _nonnegative: ClassVar[tuple] = ("gamma", "alpha")   # hyperparameters that must be >= 0 (where the class has them)
+    _positive: ClassVar[tuple] = ()                    # ... and > 0
+
     def __post_init__(self): self.validate()
     def validate(self):
-        "Check the hyperparameters (finite numbers, allowed values)."
+        "Check the hyperparameters in one place: numbers finite, weights and exponents in their ranges."
+        names = {f.name for f in dataclasses.fields(self)}
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
             if isinstance(v, float) and not math.isfinite(v): raise ValueError(f"{self.name}: {f.name} must be finite, got {v}")
+        for k in self._nonnegative + self._positive:
+            if k not in names: continue
+            v = getattr(self, k)
+            if v is None and k in self._nonnegative: continue
+            if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+                raise ValueError(f"{self.name}: {k} must be a number, got {v!r}")
+            if k in self._positive and not v > 0: raise ValueError(f"{self.name}: {k} must be > 0, got {v}")
+            if k in self._nonnegative and not v >= 0:
+                raise ValueError(f"{self.name}: {k} must be >= 0, got {v} (a negative weight turns the term's descent into ascent)")
     def hparams(self) -> dict:
         "The hyperparameters as a plain dict."
         return dataclasses.asdict(self)
@@ -140,7 +162,8 @@ class GradAscent(UnlearnLoss):
     name: ClassVar[str] = "GradAscent"
     paper_default: ClassVar[str] = "configs/trainer/GradAscent.yaml"
     def forget_loss(self, model, ref_model, forget, alternates=None):
-        return -mean_nll(forward_logits(model, forget), forget["labels"])   # L_f = −NLL
+        nll, mask = batch_nll(model, forget)
+        return -nll.sum() / mask.sum()                                      # L_f = −NLL
 
 @dataclass
 class GradDiff(UnlearnLoss):
@@ -157,13 +180,14 @@ class GradDiff(UnlearnLoss):
             raise ValueError(f"{self.name}: retain_loss_type must be one of {self._retain_types}, got {self.retain_loss_type!r}")
     def requires_ref(self) -> bool: return self.needs_ref or (self.uses_retain() and self.retain_loss_type == "KL")
     def forget_loss(self, model, ref_model, forget, alternates=None):
-        return -mean_nll(forward_logits(model, forget), forget["labels"])   # L_f = −NLL(y_f|x_f)
+        nll, mask = batch_nll(model, forget)
+        return -nll.sum() / mask.sum()                                      # L_f = −NLL(y_f|x_f)
 
 # %% ../../nbs/p09_unlearning/03_trainer.ipynb #0da1ad36
 def log_ratio(model, ref_model, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
     "Δ(y) = log p_θ(y|x) − log p_ref(y|x) per sequence (sums over answer tokens), shape (B,); ref under no_grad."
-    with torch.no_grad(): s_ref = sum_nll(forward_logits(ref_model, batch), batch["labels"])
-    return -(sum_nll(forward_logits(model, batch), batch["labels"]) - s_ref)   # −(S_θ − S_ref)
+    with torch.no_grad(): s_ref = batch_nll(ref_model, batch)[0].sum(1)
+    return -(batch_nll(model, batch)[0].sum(1) - s_ref)                 # −(S_θ − S_ref)
 
 def dpo_loss(model, ref_model,
              win: Mapping | None,    # preferred answers y_w (None: Δ_w = 0, as in NPO)
@@ -185,9 +209,7 @@ class NPO(GradDiff):
     name: ClassVar[str] = "NPO"
     needs_ref: ClassVar[bool] = True
     paper_default: ClassVar[str] = "configs/trainer/NPO.yaml"
-    def validate(self):
-        super().validate()
-        if not self.beta > 0: raise ValueError(f"{self.name}: beta must be > 0, got {self.beta}")
+    _positive: ClassVar[tuple] = ("beta",)
     def forget_loss(self, model, ref_model, forget, alternates=None):
         return dpo_loss(model, ref_model, None, forget, self.beta)         # winner-free DPO: −(2/β) log σ(−βΔ_f)
 
@@ -202,12 +224,6 @@ def register_method(cls: type) -> type:
 
 for _c in (GradAscent, GradDiff, NPO): register_method(_c)
 
-def _load_all_methods():
-    "Import `neurips25.unlearning.methods`, which registers the other methods."
-    try: importlib.import_module("neurips25.unlearning.methods")
-    except ModuleNotFoundError as e:                 # only while the methods module is not exported yet
-        if e.name != "neurips25.unlearning.methods": raise
-
 def get_method(method: str | UnlearnLoss,  # a name in METHODS, or a ready UnlearnLoss
                **hparams,                  # hyperparameters overriding the official defaults
               ) -> UnlearnLoss:
@@ -216,9 +232,9 @@ def get_method(method: str | UnlearnLoss,  # a name in METHODS, or a ready Unlea
         if hparams: raise ValueError(f"hyperparameters {sorted(hparams)} given with a ready {method.name} instance: set them on it")
         return method
     if not isinstance(method, str): raise TypeError(f"method must be a name or an UnlearnLoss, got {type(method).__name__}")
-    if method not in METHODS: _load_all_methods()
     if method not in METHODS:
-        raise ValueError(f"unknown unlearning method {method!r}; known methods: {', '.join(sorted(METHODS))}")
+        raise ValueError(f"unknown unlearning method {method!r}; known methods: {', '.join(sorted(METHODS))} (the other ten "
+                         "register when neurips25.unlearning.methods is imported, as importing neurips25.unlearning does)")
     cls = METHODS[method]
     valid = [f.name for f in dataclasses.fields(cls)]
     bad = sorted(set(hparams) - set(valid))
@@ -264,20 +280,22 @@ def unlearn(model,                                  # a transformers causal LM (
             callback: Callable | None = None,       # callback(model, step) -> dict | None, at step 0 and every callback_every
             callback_every: int | None = None,      # steps between callbacks (default: about 10 calls)
             desc: str | None = None,                # progress-bar label (default: the method's name)
+            restore_on_error: bool = True,          # a run that raises puts the weights back as they were (else: partly
+                                                    # unlearnt, possibly NaN, weights stay in `model`)
             **hparams,                              # the method's hyperparameters (see METHODS[name])
            ) -> tuple[Any, pd.DataFrame]:
     "Unlearn `forget` from `model` with `method`; return (model, per-step history DataFrame)."
     loss_fn = get_method(method, **hparams)
-    nf = check_batch(forget, "forget")
+    nf = check_batch(forget, "forget", model)
     if alternates is not None:
-        na = check_batch(alternates, "alternates")
+        na = check_batch(alternates, "alternates", model)
         if na != nf: raise ValueError(f"alternates must be aligned with the forget rows: {na} alternates vs {nf} forget rows")
     elif loss_fn.needs_alternates:
         raise ValueError(f"{loss_fn.name} needs `alternates`: an encoded batch of alternate answers aligned with the forget "
                          f"rows (IdK answers for IdkNLL/IdkDPO, alternate answers for AltPO)")
     if loss_fn.uses_retain():
         if retain is None: raise ValueError(f"{loss_fn.name} has a retain term (alpha={loss_fn.alpha}): pass `retain` (or alpha=0)")
-        nr = check_batch(retain, "retain")
+        nr = check_batch(retain, "retain", model)
     for k, v in (("batch_size", batch_size), ("grad_accum", grad_accum)):
         if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1: raise ValueError(f"{k} must be an integer >= 1, got {v!r}")
     if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0): raise ValueError(f"lr must be a positive finite number, got {lr!r}")
@@ -302,6 +320,8 @@ def unlearn(model,                                  # a transformers causal LM (
         ref_model.eval()
         for p in ref_model.parameters(): p.requires_grad_(False)
     saved_flags = {n: p.requires_grad for n, p in model.named_parameters()}
+    # the weights before training, on the CPU: put back if the run raises (a diverged step leaves NaN weights)
+    snapshot = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()} if restore_on_error else None
     gen = torch.Generator().manual_seed(seed)
     f_stream = _index_stream(nf, batch_size, gen)
     r_stream = _index_stream(nr, batch_size, torch.Generator().manual_seed(seed + 1_000_003)) if loss_fn.uses_retain() else None
@@ -336,6 +356,9 @@ def unlearn(model,                                  # a transformers causal LM (
                     total += float(loss.detach()) / grad_accum; tokens += _n_tokens(fb, rb, ab)
                     for k, v in logs.items(): acc[k] = acc.get(k, 0.0) + v / grad_accum
                 gn = torch.nn.utils.clip_grad_norm_(params, grad_clip if grad_clip else float("inf"))
+                if not math.isfinite(float(gn)):                            # the step would write NaN into the weights
+                    raise FloatingPointError(f"{loss_fn.name}: the gradient norm is {float(gn)} at step {step + 1} "
+                                             f"(lr {cur_lr:.2e}); lower lr or check the batches")
                 opt.step(); sched.step()
                 row = {"step": step + 1, "loss": total, **acc, "lr": cur_lr, "grad_norm": float(gn),
                        "tokens": tokens, "seconds": time.perf_counter() - t0}
@@ -345,6 +368,10 @@ def unlearn(model,                                  # a transformers causal LM (
                     model.eval(); row.update(callback(model, step + 1) or {}); model.train()
                 rows.append(row)
                 bar.update(1); bar.set_postfix(loss=f"{total:.3f}", refresh=False)
+    except BaseException:
+        if snapshot is not None:
+            with torch.no_grad(): model.load_state_dict(snapshot)             # refuse to leave a half-run model behind
+        raise
     finally:
         bar.close(); model.eval(); loss_fn.teardown()
         for n, p in model.named_parameters(): p.requires_grad_(saved_flags[n])
