@@ -57,3 +57,46 @@ def test_index_notebook_carries_the_readme():
     md = [c for c in nb.cells if c.cell_type == "markdown"]
     assert md and md[0].source == (core.REPO_ROOT / "README.md").read_text(), \
             "nbs/index.ipynb differs from README.md: run `neurips25 report --readme README.md` (it syncs both)"
+
+
+def _art(art_id):
+    return next(a for a in ARTEFACTS if a.id == art_id)
+
+
+def test_run_keys_cover_the_modules_a_notebook_imports_not_every_module():
+    # issue 36: an lm.py change must not make P10's results stale, but must make P09's
+    from neurips25.runner.registry import library_modules
+    p10, p09 = library_modules(_art("p10_fair_matroid/tab_alg1_colours")), library_modules(
+        _art("p09_unlearning/tab_smollm2_headline"))
+    assert "neurips25.lm" not in p10 and "neurips25.fair_matroid.greedy" in p10 and "neurips25.core" in p10
+    assert "neurips25.lm" in p09 and "neurips25.unlearning.trainer" in p09
+    assert not any(m.startswith("neurips25.unlearning") for m in p10)           # no other series
+    assert not any(m.startswith(("neurips25.runner", "neurips25.docs")) for m in p10 + p09)   # no tooling
+
+
+def test_run_key_changes_with_an_imported_module_only(tmp_path, monkeypatch):
+    # the fixture repository on a fake package: fig_a imports core only, tab_b also imports neurips25.lm
+    from conftest import make_repo, write_notebook
+    from neurips25.runner.registry import library_modules, run_key
+    pkg = tmp_path / "pkg" / "neurips25"
+    pkg.mkdir(parents=True)
+    for name, src in {"__init__.py": "", "core.py": "X = 1\n", "lm.py": "from .core import X\nY = 2\n",
+                      "datasets.py": "Z = 3\n"}.items():
+        (pkg / name).write_text(src)
+    root = make_repo(tmp_path / "repo")
+    write_notebook(root / "nbs" / "p98_fix" / "11_tab_b.ipynb", "tab_b", extra="from neurips25 import lm\n")
+    monkeypatch.setattr(core, "__file__", str(pkg / "core.py"))   # library_modules and library_hash read this package
+    reg = load_registry(root)
+    fig_a, tab_b = reg[0].artefacts
+    assert library_modules(fig_a) == ["neurips25.core"]
+    assert library_modules(tab_b) == ["neurips25.core", "neurips25.lm"]
+    keys = lambda: (run_key(fig_a, {}, "small", "cpu"), run_key(tab_b, {}, "small", "cpu"))
+    a0, b0 = keys()
+    (pkg / "lm.py").write_text("from .core import X\nY = 3\n")               # lm changes: only tab_b is stale
+    a1, b1 = keys()
+    assert a1 == a0 and b1 != b0
+    (pkg / "datasets.py").write_text("Z = 4\n")                              # imported by neither: nothing is stale
+    assert keys() == (a1, b1)
+    (pkg / "core.py").write_text("X = 2\n")                                  # core: both
+    a2, b2 = keys()
+    assert a2 != a1 and b2 != b1

@@ -2,7 +2,7 @@
 
 # %% ../../nbs/01a_registry.ipynb #f8c41c21
 from __future__ import annotations
-import ast, hashlib, json, math, re
+import ast, contextlib, hashlib, json, math, re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,7 +15,8 @@ from .. import core
 __all__ = ['PROFILES', 'TOP_KEYS', 'ARTEFACT_KEYS', 'PARAM_TYPES', 'FIXTURE_RUNS', 'FIXTURE_CLAIMS', 'FIXTURE_PARAMS',
            'TOOLING_MODULES', 'RunnerError', 'Artefact', 'Series', 'load_series', 'load_registry', 'make_fixture',
            'select', 'notebook_parameters', 'coerce_parameters', 'effective_parameters', 'parse_sets',
-           'notebook_fingerprint', 'library_modules', 'run_key', 'slot_name', 'run_dir', 'read_manifest']
+           'notebook_fingerprint', 'module_closure', 'notebook_imports', 'library_modules', 'run_key', 'slot_name',
+           'run_dir', 'read_manifest']
 
 # %% ../../nbs/01a_registry.ipynb #4c060781
 PROFILES = core.PROFILES
@@ -384,12 +385,102 @@ def notebook_fingerprint(nb_path: Path) -> str:
     return h.hexdigest()
 
 
+def _imported_names(source: str,          # Python source
+                    package: str = "",    # the dotted package the source lives in (for relative imports)
+                   ) -> set[str]:
+    "Every dotted name an import statement of `source` names, anywhere in it (functions too); '' for unparsable."
+    tree = ast.parse(source)
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:                                   # from ..core import x: relative to the package
+                up = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join(up + ([node.module] if node.module else []))
+            else:
+                base = node.module or ""
+            names.add(base)
+            names.update(f"{base}.{a.name}" for a in node.names if a.name != "*")   # from pkg import submodule
+    return names
+
+
+def _cell_source(src: str) -> str:
+    "A notebook cell as Python: IPython magics and shell lines (%, %%, !) blanked out."
+    return "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in src.splitlines())
+
+
+def _module_file(name: str, pkg: Path) -> Path | None:
+    "The file of module `name` (neurips25.x.y) in the package folder `pkg`: x/y.py or x/y/__init__.py (else None)."
+    parts = name.split(".")
+    if parts[0] != "neurips25" or "" in parts:
+        return None
+    rel = Path(*parts[1:]) if len(parts) > 1 else Path()
+    for cand in ((pkg / rel).with_suffix(".py") if len(parts) > 1 else None, pkg / rel / "__init__.py"):
+        if cand is not None and cand.is_file():
+            return cand
+    return None
+
+
+_PARSED: dict = {}                  # (file, mtime_ns, size) -> the names its imports name
+
+
+def _file_imports(f: Path, pkg: Path) -> set[str]:
+    st = f.stat()
+    key = (str(f), st.st_mtime_ns, st.st_size)
+    if key not in _PARSED:
+        rel = f.relative_to(pkg).with_suffix("").parts
+        package = ".".join(("neurips25",) + (rel[:-1] if rel[-1] != "__init__" else rel[:-1]))
+        try:
+            _PARSED[key] = _imported_names(f.read_text(), package)
+        except SyntaxError:          # not importable either: the run fails and says so; key it on the file anyway
+            _PARSED[key] = set()
+    return _PARSED[key]
+
+
+def module_closure(names,                    # dotted names imported (by a notebook)
+                   pkg: Path | None = None,  # the package folder (default: this neurips25)
+                  ) -> list[str]:
+    "The package's modules importing `names` executes (each, its packages' __init__, transitively; tooling excluded)."
+    pkg = Path(pkg or Path(core.__file__).resolve().parent)
+    todo, seen = [n for n in names if n == "neurips25" or n.startswith("neurips25.")], {}
+    while todo:
+        name = todo.pop()
+        parts = name.split(".")
+        for i in range(1, len(parts) + 1):               # importing a.b.c runs a/__init__, a/b/__init__, then c
+            f = _module_file(".".join(parts[:i]), pkg)
+            if f is None or f in seen:
+                continue
+            rel = f.relative_to(pkg).with_suffix("").parts
+            if rel[0] in TOOLING_MODULES:                    # the harness (runner, docs, ...) and the package's own
+                continue                                     # __init__ (its version) are in no run key
+            seen[f] = ".".join(("neurips25",) + rel)        # a package's own file is named ...__init__
+            todo.extend(_file_imports(f, pkg))
+    return sorted(seen.values())
+
+
+def notebook_imports(nb_path: Path) -> set[str]:
+    "The dotted names a notebook's code cells import (magics skipped; a cell that does not parse is read line by line)."
+    nb = nbformat.read(nb_path, as_version=4)
+    names = set()
+    for c in nb.cells:
+        if c.cell_type != "code":
+            continue
+        src = _cell_source(c.source)
+        try:
+            names |= _imported_names(src)
+        except SyntaxError:           # e.g. a cell papermill cannot run either: take its import lines alone
+            for line in src.splitlines():
+                with contextlib.suppress(SyntaxError):
+                    names |= _imported_names(line.strip())
+    return names
+
+
 def library_modules(art: Artefact) -> list[str]:
-    "The library code a run depends on: the shared top-level modules and the series' own subpackage."
-    pkg = Path(core.__file__).resolve().parent
-    shared = [f"neurips25.{p.stem}" for p in sorted(pkg.glob("*.py")) if p.stem not in TOOLING_MODULES]
-    own = [f"neurips25.{art.module}"] if art.module and (pkg / art.module).exists() else []
-    return shared + own
+    "The library code a run depends on: the neurips25 modules its notebook imports and theirs, transitively."
+    # An lm.py change reruns the notebooks that reach neurips25.lm, not every result (issue 36). A package's
+    # __init__ counts as its own module (neurips25.eok.__init__), so core.library_hash reads that one file.
+    return module_closure(notebook_imports(art.notebook))
 
 
 def run_key(art: Artefact, params: dict, profile: str, device: str) -> str:
