@@ -52,7 +52,7 @@ def _to_zyx(case):
     tr = nib.orientations.ornt_transform(ornt, nib.orientations.axcodes2ornt(("R", "A", "S")))
     sp = np.empty(3)
     for i, (ax, _) in enumerate(ornt): sp[int(ax)] = case.spacing[i]      # spacing of the RAS axes
-    def zyx(a):                                                            # RAS (x, y, z) → (z, y↓ anterior first, x↓ right first)
+    def zyx(a):                                       # RAS (x, y, z) → (z, y: anterior first, x: patient's right first)
         return np.ascontiguousarray(nib.orientations.apply_orientation(a, tr).transpose(2, 1, 0)[:, ::-1, ::-1])
     return zyx, (float(sp[2]), float(sp[1]), float(sp[0]))
 
@@ -112,7 +112,8 @@ def atlas_volume(case,                      # a CTCase from load_ct_case(s)
 def atlas_split(n_seg: int, n_train: int, n_test: int) -> dict:
     "Disjoint (first, count) ranges of sorted cases: the segmenters' pool, the training set, the test set."
     for k, v in dict(n_seg=n_seg, n_train=n_train, n_test=n_test).items():
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0: raise ValueError(f"{k} must be an integer >= 0, got {v!r}")
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
+            raise ValueError(f"{k} must be an integer >= 0, got {v!r}")
     return dict(seg=(0, n_seg), train=(n_seg, n_train), test=(n_seg + n_train, n_test))
 
 
@@ -154,7 +155,7 @@ def score_volume(pred: np.ndarray,          # predicted label map (Z, Y, X)
                  tolerance_mm: float,       # NSD τ in mm
                  groups: dict = GROUPS,
                 ) -> dict:
-    "Group scores of one 3-D case (NSD large/small organs, clDice intestines/vessels); all NaN if the reference is empty."
+    "Group scores of one 3-D case (NSD large/small organs, clDice intestines/vessels); NaN if the reference is empty."
     ref = np.asarray(ref)
     if not ref.any(): return {g: float("nan") for g in groups}
     return group_scores(structure_scores(np.asarray(pred), ref, spacing, tolerance_mm, groups), groups)

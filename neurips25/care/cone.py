@@ -37,7 +37,8 @@ class ConeBeam:
                  circle: bool = True,                # FDK zero outside the inscribed cylinder
                 ):
         shape = tuple(int(s) for s in shape)
-        if len(shape) != 3 or min(shape) < 2: raise ValueError(f"shape must be (Z, Y, X) with every side >= 2, got {shape}")
+        if len(shape) != 3 or min(shape) < 2:
+            raise ValueError(f"shape must be (Z, Y, X) with every side >= 2, got {shape}")
         sp = np.asarray(spacing, float)
         if sp.shape != (3,) or not (np.isfinite(sp).all() and (sp > 0).all()):
             raise ValueError(f"spacing must be three finite sizes > 0 mm (sz, sy, sx), got {spacing}")
@@ -46,7 +47,8 @@ class ConeBeam:
         Z, Y, X = shape
         self.half = np.array([(X - 1) / 2 * sp[2], (Y - 1) / 2 * sp[1], (Z - 1) / 2 * sp[0]])   # x, y, z half-extents
         r_xy = float(np.hypot(*self.half[:2]))                                # in-plane half-diagonal
-        if not (np.isfinite(dso) and dso > r_xy): raise ValueError(f"dso must exceed the volume's in-plane half-diagonal {r_xy:.1f} mm, got {dso}")
+        if not (np.isfinite(dso) and dso > r_xy):
+            raise ValueError(f"dso must exceed the volume's in-plane half-diagonal {r_xy:.1f} mm, got {dso}")
         if not (np.isfinite(dsd) and dsd > dso): raise ValueError(f"dsd must exceed dso = {dso}, got {dsd}")
         if not (np.isfinite(step) and step > 0): raise ValueError(f"step must be > 0, got {step}")
         self.dso, self.dsd, self.mag = float(dso), float(dsd), float(dsd) / float(dso)
@@ -58,7 +60,8 @@ class ConeBeam:
             v_max = (self.half[2] + sp[0] / 2) * self.dso / (self.dso - r_xy) * self.mag
             det_shape = (2 * math.ceil(v_max / self.dv) + 1, 2 * math.ceil(u_max / self.du) + 1)
         self.rows, self.cols = (int(d) for d in det_shape)
-        if self.rows < 2 or self.cols < 2: raise ValueError(f"the detector needs >= 2 rows and columns, got {det_shape}")
+        if self.rows < 2 or self.cols < 2:
+            raise ValueError(f"the detector needs >= 2 rows and columns, got {det_shape}")
         self.r3 = float(np.linalg.norm(self.half + sp[::-1] / 2))             # a sphere containing the volume
         self.dt = float(step) * float(sp.min())
         self.n_t = int(math.ceil(2 * self.r3 / self.dt))
@@ -73,8 +76,8 @@ class ConeBeam:
 
     def subset(self, idx) -> "ConeBeam":
         "The same geometry restricted to the views `idx` (for ordered-subset methods)."
-        return ConeBeam(self.shape, self.spacing, self.angles[np.asarray(idx)], self.dso, self.dsd, (self.rows, self.cols),
-                        (self.dv, self.du), self.step, self.max_samples, self.circle)
+        return ConeBeam(self.shape, self.spacing, self.angles[np.asarray(idx)], self.dso, self.dsd,
+                        (self.rows, self.cols), (self.dv, self.du), self.step, self.max_samples, self.circle)
 
     def _uv(self, dtype, device):
         "Detector pixel centres (u, v) in mm on the real detector."
@@ -156,8 +159,9 @@ class ConeBeam:
     def fdk(self, proj: torch.Tensor) -> torch.Tensor:
         "FDK reconstruction (μ per mm) of a full 360° scan: cosine weights, ramp filter, U⁻²-weighted back-projection."
         if not self.full_scan():
-            raise ValueError("FDK needs views equally spaced over a full 360° scan (no short-scan Parker weights here); "
-                             f"got {len(self.angles)} angles from {self.angles.min():g} to {self.angles.max():g} degrees")
+            raise ValueError("FDK needs views equally spaced over a full 360° scan (no short-scan Parker weights "
+                             f"here); got {len(self.angles)} angles from {self.angles.min():g} to "
+                             f"{self.angles.max():g} degrees")
         y, lead = self._check_proj(proj)
         B, A = y.shape[0], len(self.angles)
         Z, Y, X = self.shape
@@ -167,7 +171,7 @@ class ConeBeam:
         du, dv = self.du / self.mag, self.dv / self.mag
         cosw = self.dso / torch.sqrt(self.dso ** 2 + up[None, :] ** 2 + vp[:, None] ** 2)   # D/√(D² + u'² + v'²)
         q, diag = _filter_padded(y * cosw, self.cols)                        # ramp along u' (rows filtered apart)
-        q = q / du                                                           # the ramp kernel for bins du scales as 1/du
+        q = q / du                                                           # the ramp kernel for bins du: ∝ 1/du
         pb = diag // 2 - self.cols // 2                                      # padded index of detector column 0
         zz = (torch.arange(Z, **kw) - (Z - 1) / 2) * self.spacing[0]
         yy = (torch.arange(Y, **kw) - (Y - 1) / 2) * self.spacing[1]
@@ -198,7 +202,8 @@ def _cone_subsets(op: ConeBeam, n_subsets: int) -> list:
         raise ValueError(f"n_subsets must be an integer in 1..{A} (the number of views), got {n_subsets!r}")
     cache = op.__dict__.setdefault("_subsets", {})
     if n_subsets not in cache:
-        cache[n_subsets] = [(np.arange(k, A, n_subsets), op.subset(np.arange(k, A, n_subsets))) for k in range(n_subsets)]
+        idx = [np.arange(k, A, n_subsets) for k in range(n_subsets)]
+        cache[n_subsets] = [(i, op.subset(i)) for i in idx]
     return cache[n_subsets]
 
 
@@ -226,7 +231,8 @@ def _cone_start(op, proj, relaxation, n_iter, x0):
     y, lead = op._check_proj(proj)
     if not 0 < relaxation < 2: raise ValueError(f"relaxation must be in (0, 2), got {relaxation}")
     n_iter = _check_n_iter(n_iter)
-    x = torch.zeros(y.shape[0], *op.shape, dtype=y.dtype, device=y.device) if x0 is None else x0.reshape(-1, *op.shape).clone()
+    x = (torch.zeros(y.shape[0], *op.shape, dtype=y.dtype, device=y.device) if x0 is None
+         else x0.reshape(-1, *op.shape).clone())
     return y, lead, n_iter, x
 
 
@@ -269,7 +275,8 @@ def cone_asd_pocs(op: ConeBeam, proj: torch.Tensor,
     "ASD-POCS (Sidky & Pan 2008) on the cone-beam geometry with a 3-D TV: (..., A, rows, cols) → (..., Z, Y, X)."
     for k, v in dict(alpha=alpha, alpha_red=alpha_red, r_max=r_max, beta=beta, beta_red=beta_red).items():
         if not v > 0: raise ValueError(f"{k} must be > 0, got {v}")
-    if not (alpha_red <= 1 and beta_red <= 1 and beta < 2): raise ValueError("need 0 < alpha_red, beta_red <= 1 and beta < 2")
+    if not (alpha_red <= 1 and beta_red <= 1 and beta < 2):
+        raise ValueError("need 0 < alpha_red, beta_red <= 1 and beta < 2")
     if isinstance(tv_iter, bool) or not isinstance(tv_iter, (int, np.integer)) or tv_iter < 0:
         raise ValueError(f"tv_iter must be an integer >= 0, got {tv_iter!r}")
     y, lead, n_iter, x = _cone_start(op, proj, 1.0, n_iter, None)

@@ -46,8 +46,10 @@ class Scanner:
                  cone_step: float = 0.5,             # cone beam: ray samples per smallest voxel side (TIGRE: 0.5)
                 ):
         if geometry not in GEOMETRIES: raise ValueError(f"geometry must be one of {GEOMETRIES}, got {geometry!r}")
-        for k, v in dict(n_views=n_views, subsets=subsets, sart_iter=sart_iter, asd_iter=asd_iter, inr_steps=inr_steps).items():
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1: raise ValueError(f"{k} must be an integer >= 1, got {v!r}")
+        counts = dict(n_views=n_views, subsets=subsets, sart_iter=sart_iter, asd_iter=asd_iter, inr_steps=inr_steps)
+        for k, v in counts.items():
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+                raise ValueError(f"{k} must be an integer >= 1, got {v!r}")
         if subsets > n_views: raise ValueError(f"subsets ({subsets}) cannot exceed the views ({n_views})")
         if isinstance(inr_batch, bool) or not isinstance(inr_batch, (int, np.integer)) or inr_batch < 0:
             raise ValueError(f"inr_batch must be an integer >= 0 (0: all slices at once), got {inr_batch!r}")
@@ -82,11 +84,12 @@ class Scanner:
              seed: int = 0) -> Scan:
         "Noisy projections of an HU volume in the scanner's geometry (and the INR's per-slice sinograms)."
         hu = np.asarray(hu)
-        if hu.ndim != 3 or hu.shape[1:] != (self.n, self.n): raise ValueError(f"volumes must be (Z, {self.n}, {self.n}), got {hu.shape}")
+        if hu.ndim != 3 or hu.shape[1:] != (self.n, self.n):
+            raise ValueError(f"volumes must be (Z, {self.n}, {self.n}), got {hu.shape}")
         if not np.isfinite(hu).all(): raise ValueError("the volume contains NaN or inf")
         s = float(spacing[1])
         kw = dict(dtype=self.dtype, device=self.device)
-        mu_px = torch.tensor(hu_to_mu(hu, s), **kw)                             # μ per pixel for the slice-wise operators
+        mu_px = torch.tensor(hu_to_mu(hu, s), **kw)                   # μ per pixel for the slice-wise operators
         y2d = self._noisy(self.op2d(mu_px), seed)
         if self.geometry != "cone": return Scan(y2d, y2d, tuple(spacing), self.op2d, self.op2d)
         op = self.cone(hu.shape, spacing)

@@ -16,7 +16,7 @@ def oracle_segment(rec: np.ndarray,         # reconstructed image (same units as
                    spacing,                 # pixel size in mm
                    margin_mm: float = 6.0,  # how far from G_ℓ a pixel may be labelled ℓ
                    band: float = 60.0,      # intensity tolerance around [a_ℓ, b_ℓ] (units of `rec`)
-                   crop: bool = False,      # work in each structure's bounding box + margin (same labels, faster on large volumes)
+                   crop: bool = False,      # work in each structure's box + margin (same labels, faster on volumes)
                   ) -> np.ndarray:
     "Oracle thresholding: label pixels near each GT structure whose value is within `band` of its GT range."
     rec, ref, gt = np.asarray(rec, float), np.asarray(ref, float), np.asarray(gt_labels)

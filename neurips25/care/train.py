@@ -51,7 +51,8 @@ def _check_images(x, name: str):
     return x
 
 def _check_batch(batch_size, name: str = "batch_size"):
-    if batch_size is not None and not (isinstance(batch_size, int) and not isinstance(batch_size, bool) and batch_size >= 1):
+    ok = isinstance(batch_size, int) and not isinstance(batch_size, bool) and batch_size >= 1
+    if batch_size is not None and not ok:
         raise ValueError(f"{name} must be None or an integer >= 1, got {batch_size!r}")
 
 
@@ -61,7 +62,7 @@ def _autocast(device, amp: bool):
 
 
 class _Checkpoint:
-    "Save and resume a training loop (model, optimiser, RNG states, step, loss history), atomically every `every` steps."
+    "Save and resume a training loop (model, optimiser, RNG states, step, loss history) atomically every `every` steps."
     def __init__(self, path, every: int, config: dict):
         if path is not None and (isinstance(every, bool) or not isinstance(every, int) or every < 1):
             raise ValueError(f"checkpoint_every must be an integer >= 1, got {every!r}")
@@ -100,8 +101,9 @@ def _same_config(a, b) -> bool:
     if not (isinstance(a, dict) and isinstance(b, dict)): return False
     a, b = dict(a), dict(b)
     da, db = a.pop("data", []), b.pop("data", [])
-    return a == b and len(da) == len(db) and all(
-        list(sa) == list(sb) and abs(xa - xb) <= 1e-3 * max(abs(xa), abs(xb), 1e-12) for (sa, xa), (sb, xb) in zip(da, db))
+    close = lambda x, y: abs(x - y) <= 1e-3 * max(abs(x), abs(y), 1e-12)
+    same = lambda p, q: list(p[0]) == list(q[0]) and close(p[1], q[1])
+    return a == b and len(da) == len(db) and all(same(p, q) for p, q in zip(da, db))
 
 
 def train_segmenter(images_hu: torch.Tensor,   # (B, 1, H, W) ground-truth images in HU
@@ -159,7 +161,8 @@ def segment(model: UNet, images_hu: torch.Tensor,
     _check_images(images_hu, "images_hu")
     _check_batch(batch_size)
     if batch_size is not None and images_hu.shape[0] > batch_size:
-        return np.concatenate([segment(model, images_hu[i:i + batch_size]) for i in range(0, images_hu.shape[0], batch_size)])
+        chunks = range(0, images_hu.shape[0], batch_size)
+        return np.concatenate([segment(model, images_hu[i:i + batch_size]) for i in chunks])
     return model(hu_to_input(images_hu)).argmax(1).cpu().numpy().astype(np.uint8)
 
 # %% ../../nbs/p06_care/05_train.ipynb #95f3ad04
