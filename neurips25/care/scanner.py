@@ -69,10 +69,10 @@ class Scanner:
                 f"device={self.device}, dtype={self.dtype})")
 
     def cone(self, shape: tuple, spacing: tuple) -> ConeBeam:
-        "The cone-beam geometry of a volume shape and spacing (built once)."
+        "The cone-beam geometry of a volume shape and spacing; only the last one is kept (its SART weights fill GBs)."
         k = (tuple(shape), tuple(float(s) for s in spacing))
         if k not in self._cone:
-            self._cone[k] = ConeBeam(shape, spacing, self.angles, self.dso, self.dsd, step=self.cone_step)
+            self._cone = {k: ConeBeam(shape, spacing, self.angles, self.dso, self.dsd, step=self.cone_step)}
         return self._cone[k]
 
     def _noisy(self, p: torch.Tensor, seed: int) -> torch.Tensor:
