@@ -13,12 +13,14 @@ from .symmetry import (space_group, apply_ops, wrapped_normal, project_to_wyckof
                                             metric_norm)
 from .lattice import LatticeGrid
 from .sg_prior import MLP, fourier_features, check_sg_tensor
+from .score_norm import score_norm_table, pruned_images
+from ..core import progress
 
 # %% auto #0
 __all__ = ['METRICS', 'MODES', 've_sigmas', 'WyckoffCosets', 'wyckoff_cosets', 'lattice_matrix', 'AsuBatch', 'make_batch',
-           'cell_coords', 'build_structures', 'wrapped_log_density', 'wrapped_score', 'ScoreNorm', 'check_metric_match',
-           'PeriodicGNN', 'CoordScoreModel', 'symmetrized_score_slow', 'coord_loss', 'project_batch', 'init_coords',
-           'pc_sample']
+           'cell_coords', 'build_structures', 'wrapped_log_density', 'wrapped_score', 'wrapped_score_torch',
+           'ScoreNorm', 'check_metric_match', 'PeriodicGNN', 'CoordScoreModel', 'symmetrized_score_slow', 'coord_loss',
+           'project_batch', 'init_coords', 'pc_sample']
 
 # %% ../../nbs/p05_sgequidiff/06a_coordinate_diffusion.ipynb #aa47ffd3
 def ve_sigmas(T: int = 1000, sigma_min: float = 0.002, sigma_max: float = 0.5) -> np.ndarray:
@@ -171,27 +173,44 @@ def wrapped_score(batch: AsuBatch, x0: np.ndarray, xt: np.ndarray, sigma: np.nda
             out[j] = wrapped_normal(xt[j], apply_ops(G, x0[j]), float(s), K, M, tangent=True)[1]
     return np.einsum("nij,nj->ni", batch.Pm, out)
 
+def wrapped_score_torch(batch: AsuBatch, x0, xt, sigma, K: int = 1, device="cpu") -> torch.Tensor:
+    "wrapped_score in torch (float64) on `device`, all atoms at once: the batch's distinct orbit images, pruned lattice images."
+    dev = torch.device(device); f = lambda a: torch.as_tensor(np.asarray(a, float), dtype=torch.float64, device=dev)
+    sigma = np.asarray(sigma, float); ca = torch.as_tensor(batch.cell_atom, device=dev)
+    ev = np.linalg.eigvalsh(batch.Mt)                                              # (n, 3) eigenvalues of each atom's metric
+    k = f(pruned_images(K, sigma.max(), lam=(ev[:, 0].min(), ev[:, -1].max())))   # exact for every atom of the batch
+    X0, XT, S2 = f(x0), f(xt), f(sigma) ** 2
+    orb = torch.remainder(torch.einsum("mij,mj->mi", f(batch.cell_A), X0[ca]) + f(batch.cell_t), 1.0)   # (m, 3)
+    d = XT[ca] - orb
+    v = (d - torch.round(d))[:, None] - k                                          # (m, I, 3) around the minimum image
+    e = -torch.einsum("mki,mij,mkj->mk", v, f(batch.Mt)[ca], v) / (2 * S2[ca][:, None])
+    n = len(batch.elem)
+    emax = torch.full((n,), -torch.inf, dtype=e.dtype, device=dev).scatter_reduce(0, ca, e.max(1).values, "amax")
+    w = torch.exp(e - emax[ca][:, None])                                           # softmax over each atom's (image, k) terms
+    Z = torch.zeros(n, dtype=e.dtype, device=dev).index_add(0, ca, w.sum(1))
+    num = torch.zeros(n, 3, dtype=e.dtype, device=dev).index_add(0, ca, (w[..., None] * v).sum(1))
+    return torch.einsum("nij,nj->ni", f(batch.Pm), -num / Z[:, None] / S2[:, None])
+
 class ScoreNorm:
     "s_bar(G, w, sigma) = E|P_M score|_M, Monte Carlo on a sigma grid per (group, position, mode), log-log interpolated."
+    # each (group, position, mode) table comes from score_norm.score_norm_table: computed once in torch on `device`
+    # and kept in core's content-addressed cache, shared by every run, seed and arm with the same key (06b)
     def __init__(self, sigma_min: float, sigma_max: float, n_grid: int = 10, n_mc: int = 256, K: int = 1, seed: int = 0,
-                 metric: str = "invariant"):
+                 metric: str = "invariant",
+                 device="cpu"):     # torch device that computes a missing table (the model's at training time)
         _metric_of(1, metric)
         self.grid = np.geomspace(sigma_min, sigma_max, n_grid); self.n_mc, self.K, self.seed = n_mc, K, seed
-        self.metric = metric
+        self.metric, self.device = metric, device
         self.table: dict = {}
 
     def _compute(self, sg: int, w: int, plain: bool) -> np.ndarray:
-        G = space_group(sg); wp = G.wyckoffs[w]; M = _metric_of(sg, self.metric)
-        if wp.dof == 0 and not plain: return np.ones(len(self.grid))         # no noise, no target: any positive value
-        rng = np.random.default_rng([self.seed, sg, w, int(plain)])
-        C = noise_factor(None if plain else wp, M); Pm = np.eye(3) if plain else metric_projector(wp, M)
-        vals = []
-        for s in self.grid:
-            x0 = wp.point(rng.random((self.n_mc, wp.dof)))
-            xt = x0 + s * rng.standard_normal((self.n_mc, 3)) @ C.T
-            sc = wrapped_normal(xt, apply_ops(G, x0), s, self.K, M, tangent=True)[1] @ Pm.T
-            vals.append(metric_norm(sc, M).mean())
-        return np.array(vals)
+        return score_norm_table(sg, w, plain, self.grid, self.n_mc, self.K, self.seed, self.metric, self.device)
+
+    def prefill(self, sg: np.ndarray, w: np.ndarray, plain: bool = False, desc: str = "score normaliser") -> int:
+        "Load or compute the tables of every (sg, w) pair given (progress bar); return how many were missing here."
+        keys = sorted({(int(a), int(b), bool(plain)) for a, b in zip(np.asarray(sg).ravel(), np.asarray(w).ravel())} - set(self.table))
+        for k in progress(keys, desc=desc): self.table[k] = self._compute(*k)
+        return len(keys)
 
     def __call__(self, sg: np.ndarray, w: np.ndarray, sigma: np.ndarray, plain: bool = False) -> np.ndarray:
         "s_bar per atom (n,)."
@@ -310,14 +329,21 @@ def symmetrized_score_slow(model: CoordScoreModel, sg: int, lattice, W, E, X, lo
 def coord_loss(model: CoordScoreModel, batch: AsuBatch,
                x0: np.ndarray,                 # (n, 3) clean ASU coordinates (on their Wyckoff subspaces)
                sigmas: np.ndarray,             # the VE schedule (T,)
-               norm: ScoreNorm, rng: np.random.Generator, K: int = 1) -> torch.Tensor:
+               norm: ScoreNorm, rng: np.random.Generator, K: int = 1,
+               target: str = "auto",           # the target's backend: numpy | torch | auto (torch when the model is on CUDA)
+              ) -> torch.Tensor:
     "Denoising score-matching loss of the coordinate model on one batch."
     x0 = np.asarray(x0, float)
     if x0.shape != (len(batch.elem), 3) or not np.isfinite(x0).all(): raise ValueError(f"x0 must be finite with shape ({len(batch.elem)}, 3)")
+    if target not in ("auto", "numpy", "torch"): raise ValueError(f"target must be auto, numpy or torch, got {target!r}")
     t = rng.integers(len(sigmas), size=batch.n_crystals); sig_c = sigmas[t]; sig = sig_c[batch.atom_crystal]
     check_metric_match(batch, norm)
     xt = np.mod(x0 + np.einsum("nij,nj->ni", batch.C, rng.standard_normal(x0.shape)) * sig[:, None], 1.0)
-    target = wrapped_score(batch, x0, xt, sig, K) / norm(batch.atom_sg, batch.wyck, sig, model.plain)[:, None]
+    sb = norm(batch.atom_sg, batch.wyck, sig, model.plain)[:, None]
+    dev = model.lo.device
+    if target == "torch" or (target == "auto" and dev.type == "cuda"):       # on the GPU: no numpy target on the host
+        target = wrapped_score_torch(batch, x0, xt, sig, K, dev) / torch.as_tensor(sb, dtype=torch.float64, device=dev)
+    else: target = wrapped_score(batch, x0, xt, sig, K) / sb
     pred = model(batch, xt, np.log(sig_c))
     w = torch.as_tensor(batch.dof > 0, device=pred.device)
     if not w.any(): return pred.sum() * 0.0
