@@ -8,20 +8,21 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..core import CACHE_PATH, cache_key, cache_enabled, get_device, progress, _atomic_write_bytes
+from ..core import CACHE_PATH, DATA_PATH, cache_key, cache_enabled, get_device, progress, _atomic_write_bytes
 from .symmetry import space_group
 from .lattice import LatticeGrid, LENGTH_RANGES
 from .representation import AsymCrystal, SymmetryError, origin_shift, standard_setting as to_standard
 from .sg_prior import SpaceGroupPrior, element_token, element_symbols
 from .lattice_model import LatticeSampler
 from .wyckoff_model import WyckoffTransformer
-from .data import random_crystal
+from .data import random_crystal, load_mp20
 from .coord_diffusion import (CoordScoreModel, ScoreNorm, make_batch, coord_loss, pc_sample, ve_sigmas,
                                                    build_structures, MODES)
 
 # %% auto #0
-__all__ = ['SGEquiDiffConfig', 'full_config', 'CrystalSet', 'encode_crystals', 'synthetic_crystals', 'load_training_data',
-           'fit_discrete', 'fit_coords', 'Sample', 'SGEquiDiff', 'train_sgequidiff', 'ops_preserved', 'symmetry_report']
+__all__ = ['AMP_MODES', 'BENCHMARKS', 'SGEquiDiffConfig', 'full_config', 'CrystalSet', 'encode_crystals', 'synthetic_crystals',
+           'load_training_data', 'resolve_amp', 'fit_discrete', 'fit_coords', 'Sample', 'SGEquiDiff',
+           'train_sgequidiff', 'ops_preserved', 'symmetry_report']
 
 # %% ../../nbs/p05_sgequidiff/07_train_sample.ipynb #d9765022
 @dataclass(frozen=True)
@@ -45,14 +46,49 @@ class SGEquiDiffConfig:
     snr: float = 0.4
     batch_size: int = 32
     lr: float = 1e-3
-    steps_discrete: int = 300       # optimisation steps of the discrete modules
-    steps_coords: int = 300         # optimisation steps of the coordinate model
+    steps_discrete: int = 300       # optimisation steps of the discrete modules (with validation: the maximum)
+    steps_coords: int = 300         # optimisation steps of the coordinate model (with validation: the maximum)
     ckpt_every: int = 100
+    epochs: int = 0                 # > 0: at most this many epochs (steps_* = epochs x steps per epoch; paper: 1,000)
+    val_every: int = 0              # steps between validations (0: none, a fixed number of steps; -1: one epoch, the paper's)
+    patience: int = 0               # validations without improvement before a module stops at its best weights (0: never)
+    lr_patience: int = 0            # validations without improvement before its learning rate drops (0: constant; port: 30)
+    lr_factor: float = 0.6          # ReduceLROnPlateau factor (port: 0.6)
+    min_lr: float = 1e-5            # ReduceLROnPlateau floor (port: 1e-5)
+    n_val_coords: int = 1024        # validation crystals of the coordinate loss (0: all)
+    amp: str = "none"               # bf16 autocast of the discrete modules' training: none | bf16 | auto (bf16 on CUDA)
+    sample_batch: int = 64          # crystals per coordinate batch when sampling (upstream: 500)
 
-def full_config() -> SGEquiDiffConfig:
-    "The port's MP-20 scale (brief §9): T = 1000, sigma in [0.002, 0.5], K = 3, 2,500 MC samples, H = 256."
-    return SGEquiDiffConfig(hidden=256, n_layers=4, gnn_hidden=256, gnn_layers=5, T=1000, sigma_min=0.002, K=3, n_mc=2500,
-                            n_grid=25, steps_discrete=200_000, steps_coords=200_000, ckpt_every=2000, max_sites=None)
+    def for_data(self, n_train: int) -> "SGEquiDiffConfig":
+        "This configuration for a training set of n_train crystals: epochs -> steps, val_every = -1 -> one epoch."
+        epoch = -(-int(n_train) // self.batch_size)                  # steps per epoch (MP-20 at batch 32: 848)
+        kw = dict(steps_discrete=self.epochs * epoch, steps_coords=self.epochs * epoch) if self.epochs else {}
+        if self.val_every == -1: kw["val_every"] = epoch
+        return dataclasses.replace(self, **kw) if kw else self
+
+AMP_MODES = ("none", "bf16", "auto")
+
+def _check_config(cfg: SGEquiDiffConfig):
+    "One clear error for a configuration the training loop cannot run."
+    if cfg.amp not in AMP_MODES: raise ValueError(f"amp must be one of {AMP_MODES}, got {cfg.amp!r}")
+    if isinstance(cfg.val_every, bool) or not isinstance(cfg.val_every, (int, np.integer)) or cfg.val_every < -1:
+        raise ValueError(f"val_every must be an integer >= -1 (-1: one epoch), got {cfg.val_every!r}")
+    for k in ("epochs", "patience", "lr_patience", "n_val_coords"):
+        v = getattr(cfg, k)
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0: raise ValueError(f"{k} must be a non-negative integer, got {v!r}")
+    for k in ("ckpt_every", "sample_batch", "batch_size"):
+        v = getattr(cfg, k)
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1: raise ValueError(f"{k} must be a positive integer, got {v!r}")
+    if not 0 < cfg.lr_factor < 1: raise ValueError(f"lr_factor must be in (0, 1), got {cfg.lr_factor}")
+    if (cfg.patience or cfg.lr_patience) and not cfg.val_every:
+        raise ValueError("patience and lr_patience count validations: set val_every > 0 (steps between validations)")
+
+def full_config(dataset: str = "mp_20") -> SGEquiDiffConfig:
+    "The port's scale (brief §9): T = 1000, sigma in [0.002, 0.5], K = 3, 2,500 MC samples, H = 256; <= 1,000 epochs, per-module early stopping."
+    return SGEquiDiffConfig(dataset=dataset, hidden=256, n_layers=4, gnn_hidden=256, gnn_layers=5, T=1000, sigma_min=0.002,
+                            K=3, n_mc=2500, n_grid=25, epochs=1000, ckpt_every=2000, max_sites=None,
+                            max_atoms=52 if dataset == "mpts_52" else 20, val_every=-1, patience=100, lr_patience=30,
+                            amp="auto", sample_batch=500)
 
 # %% ../../nbs/p05_sgequidiff/07_train_sample.ipynb #c587a86e
 @dataclass
@@ -106,67 +142,110 @@ def synthetic_crystals(n: int, sgs=(2, 12, 14, 62, 139, 166, 194, 225), seed: in
     return out
 
 # %% ../../nbs/p05_sgequidiff/07_train_sample.ipynb #152e311d
-def load_training_data(dataset: str = "synthetic",   # synthetic | package | package+mp20 | mp_20
-                       n: int = 200,                 # synthetic: number of crystals; mp_20: held-out test crystals
+BENCHMARKS = ("mp_20", "mpts_52")   # the paper's data sets, read from the data layer's registered sources
+
+def _benchmark_rows(name: str, source: str, split: str, limit: int | None) -> list:
+    "Structures of one split of the user's benchmark CSVs (the data layer: verified, never a substitute)."
+    other = next((b for b in BENCHMARKS if b != name and source == b), None)
+    if other: raise ValueError(f"mp20_source={source!r} names the {other} source but the data set is {name}: set mp20_source={name} (or a folder)")
+    if name == "mp_20": return [r["structure"] for r in load_mp20(source, split, limit=limit)]
+    from neurips25.sources.loaders import load_crystals
+    from neurips25.sources.registry import source_root
+    if not source:
+        raise ValueError(f"this run asks for {name} crystals but names no {name} source: set mp20_source={name} (DiffCSP's "
+                         f"data/{name}/{{train,val,test}}.csv put in {source_root(name)}/; `neurips25 data where {name}`) "
+                         "or to a folder holding them")
+    root = source_root(name) if source == name else Path(source).expanduser()
+    if not root.is_absolute(): root = DATA_PATH.parent / root
+    return list(load_crystals(name, split, root=root, limit=limit)["structure"])
+
+def load_training_data(dataset: str = "synthetic",   # synthetic | package | package+mp20 | mp_20 | mpts_52
+                       n: int = 200,                 # synthetic: crystals; mp_20/mpts_52: rows per split (0: the published splits)
                        seed: int = 0,
                        cfg: SGEquiDiffConfig = SGEquiDiffConfig(),
                        symprec: float = 0.1,         # spglib tolerance for real structures (DiffCSP: 0.1 for MP-20)
-                       mp20_source: str = "",        # the user's MP-20 source (data.mp20_folder): package+mp20 and mp_20 need it
+                       mp20_source: str = "",        # the user's benchmark source: "mp_20" / "mpts_52" (the data layer) or a folder
                       ) -> dict:
-    "dict(train=, test= (CrystalSets), train_structs=, test_structs= (Structures), train_asym=, refused=int, source=str); mp_20: n = test size."
+    "dict(train=, val=, test= (CrystalSets; val None without a validation split), *_structs (Structures), train_asym=, refused=, source=)."
     if dataset == "synthetic":
         crys = synthetic_crystals(n, seed=seed, max_sites=min(16, cfg.max_sites or 16))
         k = int(round(0.8 * len(crys))); tr, te = crys[:k], crys[k:]
         data, ref = encode_crystals(tr, cfg)
-        return dict(train=data, test=encode_crystals(te, cfg)[0], train_structs=[c.to_structure() for c in tr],
-                    test_structs=[c.to_structure() for c in te], train_asym=tr,
+        return dict(train=data, val=None, test=encode_crystals(te, cfg)[0], train_structs=[c.to_structure() for c in tr],
+                    val_structs=[], test_structs=[c.to_structure() for c in te], train_asym=tr,
                     refused=len(ref), source=f"synthetic ({n} random symmetric crystals, 8 groups)")
-    if dataset not in ("package", "package+mp20", "mp_20"): raise ValueError(f"dataset must be synthetic, package, package+mp20 or mp_20, got {dataset!r}")
+    if dataset not in ("package", "package+mp20") + BENCHMARKS:
+        raise ValueError(f"dataset must be synthetic, package, package+mp20, mp_20 or mpts_52, got {dataset!r}")
     if dataset == "package" and mp20_source:
         raise ValueError(f"mp20_source={mp20_source!r} is set but dataset='package' reads no MP-20: use dataset='package+mp20' or 'mp_20'")
-    from neurips25.sgequidiff.data import package_crystals, load_mp20
+    if dataset in BENCHMARKS and cfg.dataset != dataset:
+        raise ValueError(f"dataset {dataset!r} needs SGEquiDiffConfig(dataset={dataset!r}) (its lattice ranges), got {cfg.dataset!r}")
+    from neurips25.sgequidiff.data import package_crystals
     from neurips25.sgequidiff.representation import from_structure
-    if dataset == "mp_20":                                             # the full benchmark (the user's CSVs: clear error if absent)
-        tr_s = [r["structure"] for r in load_mp20(mp20_source, "train")]
-        te_s = [r["structure"] for r in load_mp20(mp20_source, "test")][: max(n, 1)]
+    va_s = []
+    if dataset in BENCHMARKS:                                          # the full benchmark: train / val / test splits
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0: raise ValueError(f"n must be a non-negative integer, got {n!r}")
+        lim = int(n) or None                                           # None: whole splits, row counts checked
+        tr_s, va_s, te_s = (_benchmark_rows(dataset, mp20_source, s, lim) for s in ("train", "val", "test"))
     else:
         mp = [r["structure"] for r in load_mp20(mp20_source, "test", limit=100)] if dataset == "package+mp20" else []
         real = package_crystals(cfg.max_sites)                         # de-duplicated, <= max_sites atoms (all if 0/None)
-    if dataset == "package": tr_s, te_s = real[0::2], real[1::2]
-    elif dataset == "package+mp20": tr_s, te_s = real + mp[0::2], mp[1::2]
-    def asu(structs):
+        tr_s, te_s = (real[0::2], real[1::2]) if dataset == "package" else (real + mp[0::2], mp[1::2])
+    def asu(structs, what):
         out, bad = [], 0
-        for s in structs:
+        for s in progress(structs, desc=f"{what}: structures -> asymmetric units", disable=None if len(structs) > 500 else True):
             try: out.append(from_structure(s, symprec=symprec))
             except SymmetryError: bad += 1
         return out, bad
-    asym, bad = asu(tr_s); te_asym, _ = asu(te_s)
+    asym, bad = asu(tr_s, "train"); te_asym, _ = asu(te_s, "test")
     data, ref = encode_crystals(asym, cfg)
-    return dict(train=data, test=encode_crystals(te_asym, cfg)[0], train_structs=tr_s, test_structs=te_s, train_asym=asym,
-                refused=len(ref) + bad,
-                source=f"{dataset} ({len(data)} train crystals, {len(te_s)} reference)")
+    val = encode_crystals(asu(va_s, "val")[0], cfg)[0] if va_s else None
+    return dict(train=data, val=val, test=encode_crystals(te_asym, cfg)[0], train_structs=tr_s, val_structs=va_s,
+                test_structs=te_s, train_asym=asym, refused=len(ref) + bad,
+                source=f"{dataset} ({len(data)} train crystals" + (f", {len(val)} validation" if val is not None else "")
+                       + f", {len(te_s)} reference)")
 
 # %% ../../nbs/p05_sgequidiff/07_train_sample.ipynb #54e0be55
 def _ckpt_path(name: str, key: str) -> Path:
     return CACHE_PATH / name / f"{key}.pt"
 
+def resolve_amp(amp: str, device) -> bool:
+    "Whether bf16 autocast is on: 'bf16' always, 'auto' on CUDA only, 'none' never."
+    if amp not in AMP_MODES: raise ValueError(f"amp must be one of {AMP_MODES}, got {amp!r}")
+    return amp == "bf16" or (amp == "auto" and torch.device(device).type == "cuda")
+
+def _autocast(device, on: bool):
+    return torch.autocast(torch.device(device).type, dtype=torch.bfloat16, enabled=bool(on))
+
+def _new_stopping(modules: dict) -> dict:
+    return dict(best={k: float("inf") for k in modules}, bad={k: 0 for k in modules}, lr_bad={k: 0 for k in modules},
+                stopped={}, best_step={}, best_state={})
+
 def _train_loop(name: str, key: str,                  # cache folder and content key
                 modules: dict,                        # name -> nn.Module (trained in place)
                 opt: torch.optim.Optimizer,
-                step_fn,                              # (step, np rng, torch generator) -> {module: loss tensor}
+                step_fn,                              # (step, np rng, torch generator, active modules) -> {module: loss}
                 n_steps: int, ckpt_every: int, seed: int, desc: str = "train",
                 extra_state: dict | None = None,      # picklable objects saved with the checkpoint (e.g. the s_bar table)
+                val_fn=None,                          # () -> {module: validation loss}, deterministic (None: no validation)
+                val_every: int = 0,                   # steps between validations (0: none)
+                patience: int = 0,                    # validations without improvement before a module stops (0: never)
+                lr_patience: int = 0,                 # validations without improvement before its lr drops (0: never)
+                lr_factor: float = 0.6, min_lr: float = 1e-5,
+                groups: dict | None = None,           # module -> index of its parameter group in opt (default: 0)
                ) -> dict:
-    "Run (or resume) a training loop; return the history {module: [loss per step]} (plus 'time_s')."
+    "Run (or resume) a training loop; return the history {module: [loss per step]}, 'time_s', and with validation 'val', 'stopped'."
     if not isinstance(n_steps, (int, np.integer)) or n_steps < 0: raise ValueError(f"n_steps must be a non-negative integer, got {n_steps!r}")
+    if val_every and val_fn is None: raise ValueError("val_every > 0 needs a validation set (val_fn)")
     path = _ckpt_path(name, key); use = cache_enabled()
     rng = np.random.default_rng(seed); gen = torch.Generator().manual_seed(seed)
-    hist: dict = {"time_s": 0.0}; start = 0
+    hist: dict = {"time_s": 0.0}; start = 0; es = _new_stopping(modules)
+    groups = groups or {k: 0 for k in modules}
     if use and path.is_file():
         ck = torch.load(path, map_location="cpu", weights_only=False)
         for k, m in modules.items(): m.load_state_dict(ck["modules"][k])
         opt.load_state_dict(ck["opt"]); start = ck["step"]; hist = ck["history"]
-        rng.bit_generator.state = ck["rng"]; gen.set_state(ck["gen"])
+        rng.bit_generator.state = ck["rng"]; gen.set_state(ck["gen"]); es = ck.get("stopping", es)
         for k, v in ck.get("extra", {}).items():                  # in place, so the caller's objects see it
             if extra_state is not None and isinstance(extra_state.get(k), dict): extra_state[k].update(v)
             elif extra_state is not None: extra_state[k] = v
@@ -175,18 +254,45 @@ def _train_loop(name: str, key: str,                  # cache folder and content
         import io
         buf = io.BytesIO()
         torch.save(dict(modules={k: m.state_dict() for k, m in modules.items()}, opt=opt.state_dict(), step=step, history=hist,
-                        rng=rng.bit_generator.state, gen=gen.get_state(), extra=extra_state or {}), buf)
+                        rng=rng.bit_generator.state, gen=gen.get_state(), extra=extra_state or {}, stopping=es), buf)
         _atomic_write_bytes(path, buf.getvalue())
+    active = [k for k in modules if k not in es["stopped"]]
+    for k in es["stopped"]:                                          # a stopped module stays frozen after a resume
+        for p in modules[k].parameters(): p.requires_grad_(False)
+    def validate(step):
+        for m in modules.values(): m.eval()
+        v = {k: float(x) for k, x in val_fn().items()}
+        for m in modules.values(): m.train()
+        hist.setdefault("val", []).append({"step": step, **v})
+        for k in list(active):
+            if v[k] < es["best"][k]:                                 # an improvement: remember the weights
+                es["best"][k], es["bad"][k], es["lr_bad"][k], es["best_step"][k] = v[k], 0, 0, step
+                es["best_state"][k] = {n: t.detach().cpu().clone() for n, t in modules[k].state_dict().items()}
+                continue
+            es["bad"][k] += 1; es["lr_bad"][k] += 1
+            if lr_patience and es["lr_bad"][k] > lr_patience:        # ReduceLROnPlateau: after lr_patience bad validations
+                g = opt.param_groups[groups[k]]; g["lr"] = max(g["lr"] * lr_factor, min_lr); es["lr_bad"][k] = 0
+            if patience and es["bad"][k] >= patience:                # early stopping of this module
+                es["stopped"][k] = step; active.remove(k)
+                for p in modules[k].parameters(): p.requires_grad_(False)
     for m in modules.values(): m.train()
     t0 = time.perf_counter()
-    for step in progress(range(start, n_steps), desc=desc, initial=start, total=n_steps):
+    steps = range(start, n_steps) if active else range(0)
+    for step in progress(steps, desc=desc, initial=start, total=n_steps):
         opt.zero_grad(set_to_none=True)
-        losses = step_fn(step, rng, gen)
+        losses = step_fn(step, rng, gen, tuple(active))
         sum(losses.values()).backward(); opt.step()
         for k, v in losses.items(): hist.setdefault(k, []).append(float(v.detach()))
-        if (step + 1) % ckpt_every == 0 or step + 1 == n_steps:
+        if val_every and (step + 1) % val_every == 0: validate(step + 1)
+        if (step + 1) % ckpt_every == 0 or step + 1 == n_steps or not active:
             hist["time_s"] = hist.get("time_s", 0.0) + time.perf_counter() - t0; t0 = time.perf_counter(); save(step + 1)
-    for m in modules.values(): m.eval()
+        if not active: break                                         # every module has stopped
+    for k, st in es["best_state"].items(): modules[k].load_state_dict(st)   # the best weights of each module (with validation)
+    for m in modules.values():
+        m.eval()
+        for p in m.parameters(): p.requires_grad_(True)
+    if es["best_state"]:
+        hist["stopped"] = dict(es["stopped"]); hist["best_step"] = dict(es["best_step"])
     return hist
 
 # %% ../../nbs/p05_sgequidiff/07_train_sample.ipynb #439bea16
@@ -197,40 +303,98 @@ def _key(kind: str, data: CrystalSet, cfg: SGEquiDiffConfig, **extra) -> str:
     "Content key of a training run: data, configuration, seed and the code of the modules training depends on."
     return cache_key(dict(kind=kind, data=data.fingerprint(), cfg=dataclasses.asdict(cfg), **extra), _TRAIN_MODULES)
 
-def fit_discrete(data: CrystalSet, cfg: SGEquiDiffConfig = SGEquiDiffConfig(), seed: int = 0, device: str = "auto"):
-    "Train p(G), p(L|G), p(N,W,E|G,L) jointly; return (modules dict, history)."
-    dev = get_device(device); torch.manual_seed(seed)
+def _need_val(val: CrystalSet | None, data: CrystalSet) -> CrystalSet:
+    "The validation crystals the discrete modules can score (elements seen in training); one error without any."
+    if val is None or not len(val):
+        raise ValueError("val_every > 0 (per-module early stopping) needs a validation set: pass val= (load_training_data's 'val')")
+    known = {e for Es in data.E for e in Es}
+    keep = np.array([i for i, Es in enumerate(val.E) if set(Es) <= known], dtype=int)
+    if not len(keep): raise ValueError("no validation crystal uses only elements seen in training")
+    return val.subset(keep)
+
+@torch.no_grad()
+def _discrete_val_loss(mods: dict, val: CrystalSet, seed: int, chunk: int = 512) -> dict:
+    "Mean validation NLL per crystal of each discrete module (atom orders drawn with a fixed generator: deterministic)."
+    g = torch.Generator().manual_seed(seed + 7919); tot = dict(sg=0.0, lattice=0.0, wyckoff=0.0)
+    for lo in range(0, len(val), chunk):
+        v = val.subset(np.arange(lo, min(len(val), lo + chunk))); sg = torch.as_tensor(v.sg)
+        tot["sg"] -= mods["sg"].log_prob(sg).sum().item()
+        tot["lattice"] -= mods["lattice"].log_prob(sg, v.lattice).sum().item()
+        tot["wyckoff"] -= mods["wyckoff"].log_prob(sg, v.lattice, v.W, v.E, "random", g).sum().item()
+    return {k: x / len(val) for k, x in tot.items()}
+
+def fit_discrete(data: CrystalSet, cfg: SGEquiDiffConfig = SGEquiDiffConfig(), seed: int = 0, device: str = "auto",
+                 val: CrystalSet | None = None):     # validation crystals (needed when cfg.val_every > 0)
+    "Train p(G), p(L|G), p(N,W,E|G,L) jointly (per-module early stopping on `val` if cfg.val_every); return (modules dict, history)."
+    _check_config(cfg); cfg = cfg.for_data(len(data))
+    dev = get_device(device); torch.manual_seed(seed); amp = resolve_amp(cfg.amp, dev)
     grid = LatticeGrid(LENGTH_RANGES[cfg.dataset])
     mods = dict(sg=SpaceGroupPrior(), lattice=LatticeSampler(grid, hidden=cfg.hidden),
                 wyckoff=WyckoffTransformer(cfg.hidden, cfg.n_layers, cfg.n_heads, cfg.max_atoms, cfg.max_sites, grid).set_elements(data.elements()))
     for m in mods.values(): m.to(dev)
-    params = [p for m in mods.values() for p in m.parameters()]
-    opt = torch.optim.AdamW(params, lr=cfg.lr, betas=(0.9, 0.999), weight_decay=0.0)
-    def step(k, rng, gen):
+    opt = torch.optim.AdamW([{"params": list(m.parameters())} for m in mods.values()],     # one group per module: its own lr
+                            lr=cfg.lr, betas=(0.9, 0.999), weight_decay=0.0)
+    def step(k, rng, gen, active):
         i = rng.choice(len(data), min(cfg.batch_size, len(data)), replace=False)
-        sg = torch.as_tensor(data.sg[i])
-        return dict(sg=mods["sg"].loss(sg), lattice=mods["lattice"].loss(sg, data.lattice[i]),
-                    wyckoff=mods["wyckoff"].loss(sg, data.lattice[i], [data.W[j] for j in i], [data.E[j] for j in i], gen))
-    hist = _train_loop("p05_sgequidiff_discrete", _key("discrete", data, cfg, seed=seed), mods, opt, step,
-                       cfg.steps_discrete, cfg.ckpt_every, seed, "discrete modules")
+        sg = torch.as_tensor(data.sg[i]); out = {}
+        with _autocast(dev, amp):                                    # bf16 forward passes when amp is on (float32 losses)
+            if "sg" in active: out["sg"] = mods["sg"].loss(sg)
+            if "lattice" in active: out["lattice"] = mods["lattice"].loss(sg, data.lattice[i])
+            if "wyckoff" in active:
+                out["wyckoff"] = mods["wyckoff"].loss(sg, data.lattice[i], [data.W[j] for j in i], [data.E[j] for j in i], gen)
+        return {k: v.float() for k, v in out.items()}
+    val_fn, vkey = None, {}
+    if cfg.val_every:
+        v = _need_val(val, data); vkey = dict(val=v.fingerprint())
+        val_fn = lambda: _discrete_val_loss(mods, v, seed)
+    hist = _train_loop("p05_sgequidiff_discrete", _key("discrete", data, cfg, seed=seed, amp=amp, **vkey), mods, opt, step,
+                       cfg.steps_discrete, cfg.ckpt_every, seed, "discrete modules", val_fn=val_fn, val_every=cfg.val_every,
+                       patience=cfg.patience, lr_patience=cfg.lr_patience, lr_factor=cfg.lr_factor, min_lr=cfg.min_lr,
+                       groups={k: g for g, k in enumerate(mods)})
     return mods, hist
 
+@torch.no_grad()
+def _coord_val_loss(model: CoordScoreModel, batches: list, sigmas: np.ndarray, norm: ScoreNorm, seed: int, K: int) -> float:
+    "Denoising loss on fixed validation batches, with the same noise levels and noise at every validation (deterministic)."
+    r = np.random.default_rng(seed + 104729); tot = n = 0.0
+    for bt, x0 in batches:
+        m = float((bt.dof > 0).sum())
+        loss = coord_loss(model, bt, x0, sigmas, norm, r, K)
+        if m: tot += float(loss) * m; n += m
+    return tot / max(n, 1.0)
+
 def fit_coords(data: CrystalSet, cfg: SGEquiDiffConfig = SGEquiDiffConfig(), mode: str = "equivariant", seed: int = 0,
-               device: str = "auto"):
-    "Train the coordinate score model (equivariant or the plain ablation); return (model, ScoreNorm, history)."
+               device: str = "auto", val: CrystalSet | None = None):
+    "Train the coordinate score model (equivariant or the plain ablation; early stopping on `val` if cfg.val_every); return (model, ScoreNorm, history)."
     if mode not in MODES: raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-    dev = get_device(device); torch.manual_seed(seed)
+    _check_config(cfg); cfg = cfg.for_data(len(data))
+    dev = get_device(device); torch.manual_seed(seed); plain = mode == "plain"
     model = CoordScoreModel(mode, cfg.gnn_hidden, cfg.gnn_layers, LatticeGrid(LENGTH_RANGES[cfg.dataset])).to(dev)
-    norm = ScoreNorm(cfg.sigma_min, cfg.sigma_max, cfg.n_grid, cfg.n_mc, cfg.K, seed=0, metric=cfg.coord_metric)
+    norm = ScoreNorm(cfg.sigma_min, cfg.sigma_max, cfg.n_grid, cfg.n_mc, cfg.K, seed=0, metric=cfg.coord_metric, device=dev)
     extra = {"norm_table": norm.table}
     sigmas = ve_sigmas(cfg.T, cfg.sigma_min, cfg.sigma_max)
-    def step(k, rng, gen):
+    def step(k, rng, gen, active):
         i = rng.choice(len(data), min(cfg.batch_size, len(data)), replace=False)
-        bt = make_batch(data.designs(i), plain=(mode == "plain"), metric=cfg.coord_metric)
+        bt = make_batch(data.designs(i), plain=plain, metric=cfg.coord_metric)
         return dict(coords=coord_loss(model, bt, np.concatenate([data.X[j] for j in i]), sigmas, norm, rng, cfg.K))
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.999), weight_decay=0.0)
-    hist = _train_loop("p05_sgequidiff_coords", _key("coords", data, cfg, mode=mode, seed=seed), dict(coords=model), opt, step,
-                       cfg.steps_coords, cfg.ckpt_every, seed, f"coordinates ({mode})", extra_state=extra)
+    val_fn, vkey, keys = None, {}, [data]
+    if cfg.val_every:
+        if val is None or not len(val):
+            raise ValueError("val_every > 0 (early stopping) needs a validation set: pass val= (load_training_data's 'val')")
+        vi = np.arange(len(val))
+        if cfg.n_val_coords and cfg.n_val_coords < len(val):                      # a fixed subset of the validation split
+            vi = np.sort(np.random.default_rng(seed + 2).choice(len(val), cfg.n_val_coords, replace=False))
+        chunks = np.array_split(vi, -(-len(vi) // cfg.batch_size))
+        vb = [(make_batch(val.designs(j), plain=plain, metric=cfg.coord_metric), np.concatenate([val.X[q] for q in j])) for j in chunks]
+        val_fn = lambda: {"coords": _coord_val_loss(model, vb, sigmas, norm, seed, cfg.K)}
+        vkey = dict(val=val.subset(vi).fingerprint()); keys.append(val.subset(vi))
+    for s in keys:                                                                # every table up front (cached, shared)
+        norm.prefill(np.concatenate([[g] * len(W) for g, W in zip(s.sg, s.W)]), np.concatenate([np.asarray(W) for W in s.W]), plain)
+    hist = _train_loop("p05_sgequidiff_coords", _key("coords", data, cfg, mode=mode, seed=seed, **vkey), dict(coords=model), opt, step,
+                       cfg.steps_coords, cfg.ckpt_every, seed, f"coordinates ({mode})", extra_state=extra, val_fn=val_fn,
+                       val_every=cfg.val_every, patience=cfg.patience, lr_patience=cfg.lr_patience, lr_factor=cfg.lr_factor,
+                       min_lr=cfg.min_lr)
     norm.table.update(extra["norm_table"])
     return model, norm, hist
 
@@ -274,11 +438,14 @@ class SGEquiDiff:
     def sample(self, n: int,                      # crystals to generate
                seed: int = 0,                     # everything is deterministic given the seed
                temperature: float = 1.0,          # of the discrete modules
-               batch_size: int = 64,              # crystals per coordinate batch (memory bound)
+               batch_size: int | None = None,     # crystals per coordinate batch (memory bound; default cfg.sample_batch)
                sgs=None,                          # optional fixed space groups (n,) instead of drawing from p(G)
               ) -> list[Sample]:
         "Generate n crystals end to end: G -> L -> (W, E) -> X -> pymatgen Structures."
         if not isinstance(n, (int, np.integer)) or n < 1: raise ValueError(f"n must be a positive integer, got {n!r}")
+        batch_size = self.cfg.sample_batch if batch_size is None else batch_size
+        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
         gen = torch.Generator().manual_seed(seed); rng = np.random.default_rng(seed)
         d = self.discrete
         sg = d["sg"].sample(n, gen, temperature, self.allowed) if sgs is None else torch.as_tensor(np.asarray(sgs)).long()
@@ -314,12 +481,18 @@ def train_sgequidiff(data: CrystalSet,                        # training crystal
                      seed: int = 0,                           # seed of the coordinate model
                      discrete_seed: int = 0,                  # seed of the discrete modules (shared by the arms)
                      device: str = "auto",
+                     val: CrystalSet | None = None,           # validation crystals (per-module early stopping; cfg.val_every)
                     ) -> SGEquiDiff:
     "The one training entry point: the discrete modules and the coordinate model, checkpointed and resumable."
-    discrete, hd = fit_discrete(data, cfg, discrete_seed, device)
-    coords, norm, hc = fit_coords(data, cfg, mode, seed, device)
-    return SGEquiDiff(cfg, discrete, coords, norm, data.sg, {**{k: v for k, v in hd.items() if k != "time_s"}, **{k: v for k, v in hc.items() if k != "time_s"},
-                                                              "time_discrete_s": hd.get("time_s", 0.0), "time_coords_s": hc.get("time_s", 0.0)})
+    discrete, hd = fit_discrete(data, cfg, discrete_seed, device, val)
+    coords, norm, hc = fit_coords(data, cfg, mode, seed, device, val)
+    hist = {k: v for k, v in hd.items() if k in ("sg", "lattice", "wyckoff")}
+    hist.update({k: v for k, v in hc.items() if k == "coords"})
+    hist.update(time_discrete_s=hd.get("time_s", 0.0), time_coords_s=hc.get("time_s", 0.0))
+    for k in ("val", "stopped", "best_step"):                 # validation records, when there was a validation set
+        if k in hd: hist[f"{k}_discrete"] = hd[k]
+        if k in hc: hist[f"{k}_coords"] = hc[k]
+    return SGEquiDiff(cfg, discrete, coords, norm, data.sg, hist)
 
 # %% ../../nbs/p05_sgequidiff/07_train_sample.ipynb #67899257
 def ops_preserved(structure, sg: int, tol: float = 1e-4) -> bool:
