@@ -12,7 +12,9 @@ __all__ = ['CircularMixture', 'arc_means', 'ucg', 'wcg', 'CHARACTERS', 'render_c
            'accumulated_prob', 'compare_metrics', 'GeodesicConvergenceWarning', 'path_residual', 'EnergyCNN',
            'encode_images', 'rotation_reference', 'latent_metrics', 'DigitsVAE', 'load_digits_images', 'train_vae',
            'frechet_distance', 'slerp_path', 'biased_rotated_characters', 'angle_readout', 'angular_speed',
-           'resample_path', 'ROTATION_METRICS', 'rotation_experiment', 'rotation_table', 'rotation_claims']
+           'resample_path', 'ROTATION_METRICS', 'rotation_experiment', 'rotation_table', 'rotation_claims', 'SDVAE',
+           'LatentVAE', 'load_sd_vae', 'prepare_latents', 'unprepare_latents', 'afhq_images', 'afhq_latent_data',
+           'ConvInterpolant', 'pixel_features', 'inception_features', 'frechet_eigh', 'afhq_experiment']
 
 # %% ../../nbs/p11_ebm_geometry/09_package.ipynb #ce79cf66
 from .data import CircularMixture, arc_means, ucg, wcg
@@ -31,6 +33,9 @@ from .autoencoder import CharAE, sample_triplets, train_char_ae, encode_images, 
 from .evaluate import (gamma_rmse, d_rmse, accumulated_prob, compare_metrics, latent_metrics,
                                              ROTATION_METRICS, rotation_experiment, rotation_table, rotation_claims)
 from .vae import DigitsVAE, load_digits_images, train_vae, frechet_distance, slerp_path
+from .afhq import (SDVAE, LatentVAE, load_sd_vae, prepare_latents, unprepare_latents, afhq_images,
+                                         afhq_latent_data, ConvInterpolant, pixel_features, inception_features,
+                                         frechet_eigh, afhq_experiment)
 _all_ = ["CircularMixture", "arc_means", "ucg", "wcg", "CHARACTERS", "render_char", "rotate", "urc_angles", "brc_angles",
          "rotated_characters", "shortest_arc", "MNIST_DIGITS", "mnist_bases", "rotated_mnist", "Metric", "MetricError", "CalibrationError", "calibrate",
          "calibrate_grid", "calibration_sets", "toy_grid", "euclidean", "energy_metric", "inverse_density_metric",
@@ -41,4 +46,6 @@ _all_ = ["CircularMixture", "arc_means", "ucg", "wcg", "CHARACTERS", "render_cha
          "GeodesicConvergenceWarning", "path_residual", "EnergyCNN", "encode_images", "rotation_reference", "latent_metrics",
          "DigitsVAE", "load_digits_images", "train_vae", "frechet_distance", "slerp_path", "biased_rotated_characters",
          "angle_readout", "angular_speed", "resample_path", "ROTATION_METRICS", "rotation_experiment", "rotation_table",
-         "rotation_claims"]
+         "rotation_claims", "SDVAE", "LatentVAE", "load_sd_vae", "prepare_latents", "unprepare_latents", "afhq_images",
+         "afhq_latent_data", "ConvInterpolant", "pixel_features", "inception_features", "frechet_eigh",
+         "afhq_experiment"]

@@ -133,14 +133,26 @@ def train_dsm(X, model: EnergyMLP, steps: int = 2000, batch: int = 256, lr: floa
 def train_cd(X, model: EnergyMLP, steps: int = 500, batch: int = 128, lr: float = 1e-4,
              n_langevin: int = 100, step: float = 1.0, noise: float = 1e-2,   # Algorithm 2: L=100, alpha=1, sigma=1e-2
              buffer_size: int = 10000, p_reuse: float = 0.95, reg: float = 1.0,
-             seed: int = 0, device=None) -> TrainLog:
+             seed: int = 0, device=None,
+             dsm_weight: float = 0.0,       # + dsm_weight x the DSM loss at dsm_sigma (the AFHQ run's 'cdsm')
+             dsm_sigma: float = 0.1,
+             schedule: str = "constant",    # learning rate: constant, or cosine-annealed to 0 (AFHQ)
+             init: str = "uniform",         # fresh chains: uniform over the data box, or N(0, 1) (AFHQ's normal_01)
+            ) -> TrainLog:
     "Contrastive divergence with Langevin negatives, a replay buffer and the E(x+)^2 + E(x-)^2 regulariser."
     import time
+    if schedule not in ("constant", "cosine"):
+        raise ValueError(f"schedule must be 'constant' or 'cosine', got {schedule!r}")
+    if init not in ("uniform", "normal"): raise ValueError(f"init must be 'uniform' or 'normal', got {init!r}")
+    if dsm_weight < 0 or (dsm_weight > 0 and not dsm_sigma > 0):
+        raise ValueError(f"dsm_weight must be >= 0 and dsm_sigma > 0, got {dsm_weight} and {dsm_sigma}")
     X, model, dev, g = _prep(X, model, device, seed)
     lo, hi = X.min(0).values, X.max(0).values
     noise_fn = lambda n: lo + (hi - lo) * torch.rand(n, X.shape[1], generator=g).to(dev)   # uniform over the data box
+    if init == "normal": noise_fn = lambda n: torch.randn(n, X.shape[1], generator=g).to(dev)
     buf = ReplayBuffer(buffer_size, noise_fn, p_reuse)
     opt, log, t0 = torch.optim.Adam(model.parameters(), lr=lr), TrainLog(), time.time()
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps) if schedule == "cosine" else None
     for xp in progress(_batches(X, batch, steps, g), total=steps, desc="CD"):
         x0, idx = buf.sample(batch, g)
         for p in model.parameters(): p.requires_grad_(False)
@@ -149,7 +161,13 @@ def train_cd(X, model: EnergyMLP, steps: int = 500, batch: int = 128, lr: float 
         buf.push(xn, idx)
         ep, en = model(xp), model(xn)
         loss = ep.mean() - en.mean() + reg * (ep ** 2 + en ** 2).mean()
+        if dsm_weight > 0:                                                # + w E|sigma s(x + sigma eps) + eps|^2
+            eps = torch.randn(xp.shape, generator=g).to(dev)
+            xt = (xp + dsm_sigma * eps).requires_grad_(True)
+            s = -torch.autograd.grad(model(xt).sum(), xt, create_graph=True)[0]
+            loss = loss + dsm_weight * ((dsm_sigma * s + eps) ** 2).sum(-1).mean()
         opt.zero_grad(); loss.backward(); opt.step(); log.loss.append(loss.item())
+        if sched is not None: sched.step()
         if not math.isfinite(log.loss[-1]): raise RuntimeError(f"CD loss is NaN/inf at step {len(log.loss)}")
     log.seconds = time.time() - t0
     return log

@@ -61,6 +61,12 @@ def compare_metrics(metrics: dict[str, Metric],   # name -> metric; oracles name
 # %% ../../nbs/p11_ebm_geometry/04_evaluate.ipynb #103a77a2
 CALIBRATIONS = ("anchored", "minmax")
 
+def _rows(f, x, limit: int = 1 << 17):
+    "f(x) on row chunks when rows x columns exceeds `limit` (LAND's and RBF's memory grows with both; AFHQ: 1,024-D)."
+    if x.shape[0] * x.shape[1] <= limit: return f(x)
+    step = max(1, limit // x.shape[1])
+    return torch.cat([f(x[s:s + step]) for s in range(0, x.shape[0], step)])
+
 def latent_metrics(Z,                          # latent data (n, D)
                    energy=None,                # x (m, D) -> E(x), differentiable; None: only linear, RBF, LAND
                    n_pairs: int = 500,         # calibration pairs (endpoints and midpoints)
@@ -95,7 +101,7 @@ def latent_metrics(Z,                          # latent data (n, D)
         pts = torch.cat([pts, down])
     ms = {"linear": euclidean(D)}
     def inverse(name, h, conformal):            # lambda = 1/(alpha h + beta): h = 0 -> ratio, h = max over pts -> 1
-        with torch.no_grad(): hi = h(pts).amax(0)
+        with torch.no_grad(): hi = _rows(h, pts).amax(0)
         if not (torch.isfinite(hi).all() and (hi > 0).all()): raise CalibrationError(f"calibration failure: {name} h has no positive finite maximum over the calibration points")
         a, b = (1 - 1 / ratio) / hi, torch.full_like(hi, 1 / ratio)
         return Metric(name, lambda x: 1.0 / (a.to(x) * h(x) + b.to(x)), conformal, D, dict(alpha=a, beta=b))
@@ -143,7 +149,7 @@ def calibration_summary(ms: dict[str, Metric],  # metrics, from latent_metrics
     with torch.no_grad():
         for n, m in ms.items():
             if m.dim != Z.shape[1]: raise ValueError(f"metric {n!r} is {m.dim}-D but Z is {tuple(Z.shape)}")
-            ld, lm = float(m.diag(Z).mean(1).median()), float(m.diag(mid).mean(1).median())
+            ld, lm = float(_rows(m.diag, Z).mean(1).median()), float(_rows(m.diag, mid).mean(1).median())
             rows.append(dict(metric=n, lam_data_median=ld, lam_mid_median=lm, lam_contrast=lm / ld))
     return pd.DataFrame(rows)
 

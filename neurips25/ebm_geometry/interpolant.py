@@ -32,17 +32,26 @@ class Interpolant(nn.Module):
         return (1 - t) * a + t * b + self.scale * t * (1 - t) * self.phi(torch.cat([a, b, t], -1))
 
 def train_interpolant(X, metric: Metric, model: Interpolant | None = None, steps: int = 500, batch: int = 64,
-                      T: int = 32, lr: float = 1e-3, seed: int = 0, device=None) -> tuple[Interpolant, list]:
+                      T: int = 32, lr: float = 1e-3, seed: int = 0, device=None,
+                      X1=None,                     # end points drawn from X1, start points from X (None: both from X)
+                      dtype=torch.float32,         # of the data and the model (float64: metrics that underflow in fp32)
+                     ) -> tuple[Interpolant, list]:
     "Algorithm 1: Adam on the mean discrete energy sum_i v_i^T G(x_ti) v_i dt of random data pairs."
-    X = torch.as_tensor(X, dtype=torch.float32)
+    X = torch.as_tensor(X, dtype=dtype)
     if X.ndim != 2 or X.shape[1] != metric.dim or len(X) < 2: raise ValueError(f"X must be (n >= 2, {metric.dim}), got {tuple(X.shape)}")
+    if X1 is not None:
+        X1 = torch.as_tensor(X1, dtype=dtype)
+        if X1.ndim != 2 or X1.shape[1] != metric.dim or len(X1) < 1:
+            raise ValueError(f"X1 must be (n >= 1, {metric.dim}), got {tuple(X1.shape)}")
     dev = get_device("auto") if device is None else torch.device(device)
     torch.manual_seed(seed); g = torch.Generator().manual_seed(seed)
-    model = (Interpolant(metric.dim) if model is None else model).to(dev); X = X.to(dev)
+    model = (Interpolant(metric.dim) if model is None else model).to(dev, dtype); X = X.to(dev)
+    X1 = X if X1 is None else X1.to(dev)
     opt, losses = torch.optim.Adam(model.parameters(), lr=lr), []
     for _ in progress(range(steps), desc="interpolant"):
-        i, j = torch.randint(len(X), (2, batch), generator=g)
-        loss = 2 * path_energy(model(X[i], X[j], T), metric, rule="left").mean()   # sum_i v^T G v dt (Algorithm 1)
+        if X1 is X: i, j = torch.randint(len(X), (2, batch), generator=g)
+        else: i, j = torch.randint(len(X), (batch,), generator=g), torch.randint(len(X1), (batch,), generator=g)
+        loss = 2 * path_energy(model(X[i], X1[j], T), metric, rule="left").mean()   # sum_i v^T G v dt (Algorithm 1)
         opt.zero_grad(); loss.backward(); opt.step(); losses.append(loss.item())
         if not torch.isfinite(loss): raise RuntimeError(f"interpolant loss is NaN/inf at step {len(losses)}")
     return model, losses
