@@ -796,10 +796,10 @@ def load_smollm2(device: str = "auto",          # "auto" | "cpu" | "cuda" (core.
                 if tmp.exists(): shutil.rmtree(tmp, ignore_errors=True)
     return model.to(device=dev, dtype=dtype).eval(), tok
 
-def chat_prompt(tokenizer, message: str, system: str | None = None) -> str:
+def chat_prompt(tokenizer, message: str, system: str | None = None, **template_kw) -> str:
     "A user `message` (and optional `system` text) in the chat template, ending where the assistant's reply begins."
     msgs = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": message}]
-    return tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+    return tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True, **template_kw)
 
 # %% ../nbs/03_lm.ipynb #7176c76b
 _EMBEDDERS: dict = {}

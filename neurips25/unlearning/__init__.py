@@ -11,15 +11,21 @@ __all__ = ['SynthTOFU', 'synth_tofu', 'synth_tokenizer', 'qa_batch', 'format_pro
            'relearn_score', 'quant_score', 'quantize_roundtrip', 'quantize_model', 'pool_models', 'probe_models',
            'robustness_table', 'meta_table', 'meta_experiment', 'meta_results', 'META_METRICS', 'PAPER_TABLE2',
            'memorization_score', 'privacy_score', 'utility_score', 'mia_similarity', 'score_trials', 'select_best',
-           'rankings', 'scaled_grid', 'benchmark_experiment', 'benchmark_results', 'PAPER_TABLE3']
+           'rankings', 'scaled_grid', 'benchmark_experiment', 'benchmark_results', 'PAPER_TABLE3', 'TofuData',
+           'load_tofu', 'load_muse', 'make_bench', 'load_hf', 'option_stats', 'RetainReference', 'retain_reference',
+           'target_step', 'headline_seed', 'muse_experiment', 'muse_metrics', 'REPRO_TOFU', 'REPRO_MUSE', 'repro_tofu',
+           'repro_model_name']
 
 # %% ../../nbs/p09_unlearning/09_package.ipynb #4312b67b
 from .data import (SynthTOFU, synth_tofu, synth_tokenizer, qa_batch, format_prompts, check_split,
-                                       check_disjoint, IDK_ANSWERS, JAILBREAK_PREFIX, SYNTHETIC_LABEL)
-from .models import MODEL_KINDS, TargetModels, target_models, finetune, base_model, finetune_throughput
+                                       check_disjoint, IDK_ANSWERS, JAILBREAK_PREFIX, SYNTHETIC_LABEL, TofuData, load_tofu,
+                                       load_muse, make_bench)
+from .models import (MODEL_KINDS, TargetModels, target_models, finetune, base_model,
+                                         finetune_throughput, load_hf)
 from .metrics import (ALL_METRICS, MetricResult, evaluate, evaluate_results, prob, para_prob, truth_ratio,
                                           exact_memorization, extraction_strength, rouge, mia_auc, mia_scores, forget_quality,
-                                          privleak, model_utility, harmonic_mean)
+                                          privleak, model_utility, harmonic_mean, option_stats, RetainReference,
+                                          retain_reference)
 from .trainer import UnlearnLoss, get_method, register_method, unlearn
 from .methods import (METHODS, ALL_METHODS, GRIDS, method_grid, method_table, default_alternates,
                                           idk_alternates, alternates_from_perturbed)
@@ -29,6 +35,8 @@ from .meta import (faithfulness, best_threshold, relearn_score, quant_score, qua
 from .benchmark import (memorization_score, privacy_score, utility_score, mia_similarity, score_trials,
                                             select_best, rankings, scaled_grid, benchmark_experiment, benchmark_results,
                                             PAPER_TABLE3)
+from .paper import (target_step, headline_seed, muse_experiment, muse_metrics, REPRO_TOFU, REPRO_MUSE,
+                                        repro_tofu, repro_model_name)
 _all_ = ["SynthTOFU", "synth_tofu", "synth_tokenizer", "qa_batch", "format_prompts", "check_split", "check_disjoint",
          "IDK_ANSWERS", "JAILBREAK_PREFIX", "SYNTHETIC_LABEL", "MODEL_KINDS", "TargetModels", "target_models", "finetune",
          "base_model", "finetune_throughput", "ALL_METRICS", "MetricResult", "evaluate", "evaluate_results", "prob",
@@ -39,4 +47,6 @@ _all_ = ["SynthTOFU", "synth_tofu", "synth_tokenizer", "qa_batch", "format_promp
          "quantize_roundtrip", "quantize_model", "pool_models", "probe_models", "robustness_table", "meta_table",
          "meta_experiment", "meta_results", "META_METRICS", "PAPER_TABLE2", "memorization_score", "privacy_score",
          "utility_score", "mia_similarity", "score_trials", "select_best", "rankings", "scaled_grid",
-         "benchmark_experiment", "benchmark_results", "PAPER_TABLE3"]
+         "benchmark_experiment", "benchmark_results", "PAPER_TABLE3", "TofuData", "load_tofu", "load_muse", "make_bench",
+         "load_hf", "option_stats", "RetainReference", "retain_reference", "target_step", "headline_seed",
+         "muse_experiment", "muse_metrics", "REPRO_TOFU", "REPRO_MUSE", "repro_tofu", "repro_model_name"]

@@ -157,19 +157,25 @@ def benchmark_experiment(kind: str = "tiny",       # model kind of unlearning.mo
                          grid_seed: int = 0,       # the scaled-down grid (the same for every seed)
                          device: str = "auto",
                          cache: bool | None = None,
+                         data: str = "synth",      # "synth" (SynthTOFU) | "tofu" (the data layer's TOFU; n_authors ignored)
+                         model_path: str | None = None,  # model kind "hf": a local HF folder or a registered source
+                         grad_accum: int = 1,      # unlearning micro-batches per step (official: 4, effective 32)
                         ) -> dict:
     "One seed of the benchmark: {'trials' (one row per trial), 'target', 'retain' (metric dicts), 'model'}."
+    from neurips25.unlearning.meta import _hf_kw
+    mkw = _hf_kw(kind, model_path)
     from neurips25.unlearning.methods import ALL_METHODS
     methods = list(ALL_METHODS if methods is None else methods)
     grids = {m: scaled_grid(m, n_trials, lr_scale, grid_seed) for m in methods}
     def compute():
         import time
-        from neurips25.unlearning.data import synth_tofu
+        from neurips25.unlearning.data import make_bench
         from neurips25.unlearning.models import target_models
         from neurips25.unlearning.metrics import evaluate
         from neurips25.unlearning.meta import _unlearn_inputs, unlearn_copy
-        bench = synth_tofu(n_authors, n_questions, seed=seed)
-        tm = target_models(bench, kind, forget=forget, seed=seed, device=device, epochs=target_epochs)
+        bench = make_bench(data, n_authors, n_questions, seed)
+        tm = target_models(bench, kind, forget=forget, seed=seed, device=device, epochs=target_epochs,
+                           **{k: v for k, v in mkw.items() if k == "model_path"})
         ev = lambda m: evaluate(m, tm.tokenizer, bench, forget=forget, metrics=list(BENCH_METRICS))
         inputs = _unlearn_inputs(bench, tm.tokenizer, tm.full, forget, seed)
         rows = []
@@ -177,7 +183,8 @@ def benchmark_experiment(kind: str = "tiny",       # model kind of unlearning.mo
             for i, p in enumerate(trials):
                 t0 = time.perf_counter()
                 try:
-                    m, hist = unlearn_copy(tm.full, inputs, meth, epochs=unlearn_epochs, batch_size=batch_size, seed=seed, **p)
+                    m, hist = unlearn_copy(tm.full, inputs, meth, epochs=unlearn_epochs, batch_size=batch_size, seed=seed,
+                                           grad_accum=grad_accum, **p)
                     row = {**ev(m), "steps": int(hist.attrs["steps"]), "failed": False}
                 except FloatingPointError as e:
                     row = {"failed": True, "error": str(e)[:200]}
@@ -185,6 +192,7 @@ def benchmark_experiment(kind: str = "tiny",       # model kind of unlearning.mo
         return {"trials": pd.DataFrame(rows), "target": ev(tm.full), "retain": ev(tm.retain), "model": kind}
     params = dict(kind=kind, seed=seed, n_authors=n_authors, n_questions=n_questions, forget=forget, target_epochs=target_epochs,
                   grids=grids, unlearn_epochs=unlearn_epochs, batch_size=batch_size)
+    if data != "synth" or mkw or grad_accum != 1: params.update(data=data, grad_accum=grad_accum, **mkw)   # medium keys as before
     return cached("p09_benchmark_experiment", params, compute, modules=["neurips25.unlearning", "neurips25.lm"], enabled=cache)
 
 def benchmark_results(res: Mapping) -> tuple[pd.DataFrame, pd.DataFrame]:

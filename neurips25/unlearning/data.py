@@ -13,8 +13,9 @@ from .. import lm
 
 # %% auto #0
 __all__ = ['SYNTHETIC_LABEL', 'REAL_FACTS_LABEL', 'ATTRIBUTES', 'REAL_AUTHORS', 'IDK_ANSWERS', 'JAILBREAK_PREFIX', 'SPLIT_PCTS',
-           'CHAT_SYSTEM', 'syllable_names', 'n_split_authors', 'SynthTOFU', 'check_disjoint', 'synth_tofu',
-           'synth_tokenizer', 'format_prompts', 'check_split', 'qa_batch']
+           'CHAT_SYSTEM', 'TOFU_SPLITS', 'TOFU_LABEL', 'MUSE_CONFIGS', 'syllable_names', 'n_split_authors', 'SynthTOFU',
+           'check_disjoint', 'synth_tofu', 'synth_tokenizer', 'format_prompts', 'check_split', 'qa_batch', 'TofuData',
+           'load_tofu', 'load_muse', 'make_bench']
 
 # %% ../../nbs/p09_unlearning/00_synthtofu.ipynb #965a25f7
 SYNTHETIC_LABEL = "synthetic: SynthTOFU, template-generated fictitious authors (not the TOFU data)"
@@ -330,8 +331,11 @@ def synth_tokenizer(bench: SynthTOFU):
 CHAT_SYSTEM = "Answer the question."   # short system prompt for chat models (SmolLM2's default one costs 20 tokens)
 
 def format_prompts(tokenizer, questions: Sequence[str]) -> list[str]:
-    "Prompts for `questions`: the chat template where the tokenizer has one (SmolLM2), else the bare question."
-    if getattr(tokenizer, "chat_template", None): return [lm.chat_prompt(tokenizer, q, system=CHAT_SYSTEM) for q in questions]
+    "Prompts for `questions`: the chat template where the tokenizer has one (SmolLM2, a HF model), else the bare question."
+    if getattr(tokenizer, "chat_template", None):
+        system = getattr(tokenizer, "p09_chat_system", CHAT_SYSTEM)      # a HF model: OpenUnlearning's system prompt
+        kw = getattr(tokenizer, "p09_chat_kwargs", {})                    # and template arguments (models.load_hf)
+        return [lm.chat_prompt(tokenizer, q, system=system, **kw) for q in questions]
     return list(questions)
 
 def check_split(df, columns: Sequence[str] = ("question", "answer"),  # columns that must be present
@@ -364,8 +368,95 @@ def qa_batch(tokenizer,                          # the model's tokenizer
     check_split(df, (question_col, answer_col))
     prompts = format_prompts(tokenizer, df[question_col])
     if answer_prefix: prompts = [f"{p} {answer_prefix}" if not p.endswith("\n") else p + answer_prefix for p in prompts]
-    try: return lm.encode(tokenizer, prompts, list(df[answer_col]), max_length=max_length)
+    try: return lm.encode(tokenizer, prompts, list(df[answer_col]), max_length=max_length,
+                          add_bos=tokenizer.bos_token_id is not None)   # a tokenizer without <bos> (Qwen): none added
     except ValueError as e:
         if "longer than the context" in str(e):
             raise ValueError(f"answers would be truncated: {e}. Use a model with a longer context or shorter answers") from None
         raise
+
+# %% ../../nbs/p09_unlearning/00_synthtofu.ipynb #f6d29742
+TOFU_SPLITS = {"full": "full", "retain_perturbed": "retain_perturbed", "real_authors": "real_authors_perturbed",
+               "world_facts": "world_facts_perturbed",
+               **{f"forget{p:02d}": f"forget{p:02d}_perturbed" for p in SPLIT_PCTS},
+               **{f"retain{100 - p}": f"retain{100 - p}" for p in SPLIT_PCTS},
+               **{f"holdout{p:02d}": f"holdout{p:02d}" for p in SPLIT_PCTS}}
+TOFU_LABEL = "TOFU (locuslab/TOFU, the user's local snapshot, through neurips25.sources)"
+
+def _hf_frame(name: str, config: str, columns: Sequence[str], root=None, split: str | None = None) -> pd.DataFrame:
+    "A config of a local HF dataset snapshot (data layer) as a DataFrame with list columns kept as lists."
+    from neurips25.sources.loaders import load_hf_split
+    ds = load_hf_split(name, config, split, columns=list(columns), root=root)
+    return pd.DataFrame({c: list(ds[c]) for c in ds.column_names})
+
+@dataclass
+class TofuData:
+    "The real TOFU splits with SynthTOFU's interface (`split`, `training_set`, `idk`)."
+    frames: dict                      # split name -> DataFrame (lazily filled)
+    root: object = None               # the snapshot folder (None: the data layer's tofu source)
+    idk: tuple = IDK_ANSWERS          # refusals for IdkNLL / IdkDPO (TOFU ships none: ours, labelled)
+    n_authors: int = 200
+    seed: int = 0                     # the data is fixed; seeds vary the training only
+    label: str = TOFU_LABEL
+    def split(self, name: str) -> pd.DataFrame:
+        "One split as a DataFrame in SynthTOFU's schema (perturbed_answer -> perturbed_answers)."
+        if name not in TOFU_SPLITS: raise ValueError(f"unknown TOFU split {name!r}; splits: {sorted(TOFU_SPLITS)}")
+        if name not in self.frames:
+            cfg = TOFU_SPLITS[name]
+            cols = ["question", "answer"] + (["perturbed_answer"] if cfg.endswith("_perturbed") else [])
+            cols += ["paraphrased_answer"] if cfg.endswith("_perturbed") and not cfg.startswith(("real", "world")) else []
+            df = _hf_frame("tofu", cfg, cols, self.root)
+            if "perturbed_answer" in df: df = df.rename(columns={"perturbed_answer": "perturbed_answers"})
+            if "paraphrased_answer" not in df: df["paraphrased_answer"] = df["answer"]   # ra/wf: the answer is correct
+            if "paraphrased_question" not in df: df["paraphrased_question"] = df["question"] if name in ("real_authors", "world_facts") else None
+            if name.startswith("forget"):                                # the perturbed config holds the same questions
+                plain = _hf_frame("tofu", name, ["question", "answer"], self.root)
+                if list(plain.question) != list(df.question):
+                    raise ValueError(f"TOFU: {cfg} and {name} do not hold the same questions in the same order")
+            df["source"] = self.label
+            self.frames[name] = check_split(df, ("question", "answer"), f"TOFU {name}")
+        df = self.frames[name].copy(); df.attrs["split"] = name
+        return df
+    def training_set(self, forget: str | None = None) -> pd.DataFrame:
+        "TOFU's fine-tuning data: `full`, or the retain split of `forget` (no utility sets: they test pre-training)."
+        if forget is None: return self.split("full")
+        if not (isinstance(forget, str) and forget in TOFU_SPLITS and forget.startswith("forget")):
+            raise ValueError(f"forget must be None or a forget split, got {forget!r}")
+        ret = self.split("retain" + str(100 - int(forget[6:])))
+        check_disjoint(ret, self.split(forget), "retain", forget)
+        return ret
+    def texts(self) -> list[str]:
+        raise ValueError("TOFU needs a pretrained model's tokenizer (model kind 'hf'): a closed word vocabulary is SynthTOFU's")
+    def __repr__(self): return f"TofuData({self.label}; {len(self.frames)} split(s) read)"
+
+def load_tofu(root=None) -> TofuData:
+    "The real TOFU through the data layer (the `tofu` source, or a snapshot folder `root`); splits are read on first use."
+    from neurips25.sources.registry import require
+    require("tofu", root)                                          # a clear "needs data: tofu" when it is absent
+    return TofuData({}, root)
+
+MUSE_CONFIGS = {"forget_text": ("raw", "forget", ["text"]), "retain_text": ("raw", "retain1", ["text"]),
+                "knowmem_forget": ("knowmem", "forget_qa", ["question", "answer"]),
+                "knowmem_forget_icl": ("knowmem", "forget_qa_icl", ["question", "answer"]),
+                "knowmem_retain": ("knowmem", "retain_qa", ["question", "answer"]),
+                "knowmem_retain_icl": ("knowmem", "retain_qa_icl", ["question", "answer"]),
+                "verbmem": ("verbmem", "forget", ["prompt", "gt"]),
+                "privleak_forget": ("privleak", "forget", ["text"]), "privleak_holdout": ("privleak", "holdout", ["text"])}
+
+def load_muse(name: str = "muse_news", root=None) -> dict:
+    "MUSE-News or MUSE-Books through the data layer: {part: DataFrame} for the parts of MUSE_CONFIGS."
+    from neurips25.sources.registry import require
+    if name not in ("muse_news", "muse_books"): raise ValueError(f"name must be muse_news or muse_books, got {name!r}")
+    require(name, root)
+    return {k: _hf_frame(name, cfg, cols, root, split) for k, (cfg, split, cols) in MUSE_CONFIGS.items()}
+
+def make_bench(data: str = "synth",       # "synth" (SynthTOFU) | "tofu" (the data layer's TOFU)
+               n_authors: int = 60, n_questions: int = 10,  # SynthTOFU's size (ignored for TOFU: 200 x 20)
+               seed: int = 0,             # SynthTOFU's draw (TOFU is fixed)
+               root=None,                 # a TOFU snapshot folder (default: the tofu source)
+              ):
+    "The benchmark a pipeline runs on: `synth_tofu(n_authors, n_questions, seed)` or `load_tofu()`."
+    if data == "synth": return synth_tofu(n_authors, n_questions, seed=seed)
+    if data == "tofu": return load_tofu(root)
+    raise ValueError(f"data must be 'synth' or 'tofu', got {data!r}")
+

@@ -297,9 +297,19 @@ def unlearn_copy(full, inputs: Mapping, method: str, lr: float, epochs: float = 
     from neurips25.unlearning.methods import unlearn, default_alternates
     if method == "PDU" and "retain_loss_eps" not in hparams: hparams.setdefault("retain_loss_eps_rel", 1.5)
     m = copy.deepcopy(full)
+    # `full` itself, left untouched, is the frozen reference where the method needs one: no second deep copy
     m, hist = unlearn(m, inputs["forget"], inputs["retain"], method, epochs=epochs, lr=lr, batch_size=batch_size, seed=seed,
-                      alternates=default_alternates(method, inputs["idk"], inputs["alt"]), **hparams)
+                      alternates=default_alternates(method, inputs["idk"], inputs["alt"]), ref_model=full, **hparams)
     return m.eval(), hist
+
+def _hf_kw(kind: str, model_path: str | None) -> dict:
+    "The model-folder arguments of kind 'hf' (and its weights' fingerprint for the cache key)."
+    from neurips25.unlearning.models import model_spec, weights_fingerprint
+    if kind != "hf":
+        if model_path: raise ValueError(f"model_path is for model kind 'hf', not {kind!r}")
+        return {}
+    p = model_path or model_spec("hf")["model_path"]
+    return {"model_path": p, "weights": weights_fingerprint(p)}
 
 def meta_experiment(kind: str = "tiny",          # model kind of unlearning.models ("tiny", "tiny_mid", "smollm2")
                     seed: int = 0,               # benchmark, models, pools and unlearning
@@ -317,15 +327,19 @@ def meta_experiment(kind: str = "tiny",          # model kind of unlearning.mode
                     batch_size: int = 16,        # pool / relearning batch size (unlearning: 8)
                     device: str = "auto",
                     cache: bool | None = None,   # core.cached on/off (None: core's default)
+                    data: str = "synth",         # "synth" (SynthTOFU) | "tofu" (the data layer's TOFU; n_authors ignored)
+                    model_path: str | None = None,  # model kind "hf": a local HF folder or a registered source
+                    grad_accum: int = 1,         # unlearning micro-batches per step (official: 4, effective 32)
                    ) -> dict:
     "One seed of the meta-evaluation: {'pools', 'probe', 'targets', 'mu_target', 'model', 'diverged'} (tables, numbers)."
     def compute():
-        from neurips25.unlearning.data import synth_tofu
+        from neurips25.unlearning.data import make_bench
         from neurips25.unlearning.models import target_models
         from neurips25.unlearning.metrics import evaluate
         import neurips25.lm as lm
-        bench = synth_tofu(n_authors, n_questions, seed=seed)
-        tm = target_models(bench, kind, forget=forget, seed=seed, device=device, epochs=target_epochs)
+        bench = make_bench(data, n_authors, n_questions, seed)
+        tm = target_models(bench, kind, forget=forget, seed=seed, device=device, epochs=target_epochs,
+                           **{k: v for k, v in mkw.items() if k == "model_path"})
         tok = tm.tokenizer
         rng = np.random.default_rng(seed + 12345)
         def ev(m, utility=False):
@@ -343,7 +357,7 @@ def meta_experiment(kind: str = "tiny",          # model kind of unlearning.mode
         def unlearned():
             for meth in methods:
                 for lr in unlearn_lrs:
-                    try: m = unlearn_copy(tm.full, inputs, meth, lr, unlearn_epochs, 8, seed)[0]
+                    try: m = unlearn_copy(tm.full, inputs, meth, lr, unlearn_epochs, 8, seed, grad_accum=grad_accum)[0]
                     except FloatingPointError: diverged.append(f"{meth}@{lr:g}"); continue   # a diverged run is no model
                     yield {"method": meth, "lr": float(lr)}, m
         f = bench.split(forget)
@@ -352,9 +366,11 @@ def meta_experiment(kind: str = "tiny",          # model kind of unlearning.mode
                              seed=seed)
         return {"pools": pools, "probe": probe, "targets": targets, "mu_target": float(targets.model_utility[0]),
                 "model": kind, "n_params": lm.n_params(tm.full), "diverged": diverged}
+    mkw = _hf_kw(kind, model_path)
     params = dict(kind=kind, seed=seed, n_authors=n_authors, n_questions=n_questions, forget=forget, target_epochs=target_epochs,
                   pool_lrs=list(pool_lrs), pool_epochs=list(pool_epochs), methods=list(methods), unlearn_lrs=list(unlearn_lrs),
                   unlearn_epochs=unlearn_epochs, relearn_lr=relearn_lr, relearn_epochs=relearn_epochs, batch_size=batch_size)
+    if data != "synth" or mkw or grad_accum != 1: params.update(data=data, grad_accum=grad_accum, **mkw)   # medium keys as before
     return cached("p09_meta_experiment", params, compute, modules=["neurips25.unlearning", "neurips25.lm"], enabled=cache)
 
 def meta_results(res: Mapping, max_mu_drop: float = 0.2) -> pd.DataFrame:

@@ -110,7 +110,8 @@ def option_stats(model, tokenizer,
     K = len(df.perturbed_answers.iloc[0]) if perturbed else 0
     prompts = format_prompts(tokenizer, df[question_col])
     opts = [[df[c].iloc[i] for c in cols] + (list(df.perturbed_answers.iloc[i]) if perturbed else []) for i in range(len(df))]
-    res = lm.score_options(model, tokenizer, prompts, opts, batch_size=batch_size, mink_pp=mink_pp, desc=desc)
+    res = lm.score_options(model, tokenizer, prompts, opts, batch_size=batch_size, mink_pp=mink_pp, desc=desc,
+                           add_bos=tokenizer.bos_token_id is not None)
     out = {c: _stats_rows([r[j] for r in res]) for j, c in enumerate(cols)}
     if perturbed:
         out["perturbed"] = np.array([[-r[len(cols) + k]["logprob"].astype(np.float64).mean() for k in range(K)] for r in res])
@@ -280,7 +281,8 @@ def rouge(model, tokenizer, df: pd.DataFrame,
     if max_new_tokens is None: max_new_tokens = min(200, 2 * a_len + 8, n_ctx - p_len)   # Reconstruction: the official 200, capped
     if max_new_tokens < a_len: raise ValueError(f"answers would be truncated: the context of {n_ctx} leaves {max_new_tokens} new tokens, "
                                                 f"the longest answer has {a_len}")
-    gens = lm.greedy_generate(model, tokenizer, prompts, max_new_tokens=max_new_tokens, batch_size=batch_size, desc="ROUGE generate")
+    gens = lm.greedy_generate(model, tokenizer, prompts, max_new_tokens=max_new_tokens, batch_size=batch_size, desc="ROUGE generate",
+                              add_bos=tokenizer.bos_token_id is not None)
     gens = [_clean_generation(g, tokenizer) for g in gens]
     sc = rouge_scores(gens, list(df[answer_col]))
     v = sc[rouge_type].to_numpy()

@@ -12,9 +12,11 @@ import torch
 from .. import lm
 from ..core import get_device
 from .data import SynthTOFU, qa_batch, synth_tokenizer, check_split
+from pathlib import Path
 
 # %% auto #0
-__all__ = ['MODEL_KINDS', 'model_spec', 'base_model', 'finetune', 'TargetModels', 'target_models', 'finetune_throughput']
+__all__ = ['MODEL_KINDS', 'TRAIN_KEYS', 'HF_CHAT_SYSTEM', 'HF_CHAT_KWARGS', 'model_spec', 'weights_fingerprint', 'load_hf',
+           'base_model', 'finetune', 'TargetModels', 'target_models', 'finetune_throughput']
 
 # %% ../../nbs/p09_unlearning/01_models.ipynb #f0ac1552
 MODEL_KINDS: dict[str, dict] = {
@@ -24,7 +26,16 @@ MODEL_KINDS: dict[str, dict] = {
     "tiny_mid": dict(arch="llama", n_layer=4, d_model=256, n_head=4, n_ctx=64, lr=1e-3, epochs=20, batch_size=32),
     # SmolLM2-135M-Instruct fine-tuned (TOFU fine-tunes Llama at lr 1e-5 for 5 epochs; a 135M model on ~700 QA needs more)
     "smollm2": dict(lr=5e-5, epochs=5, batch_size=16),
+    # a user-supplied local Hugging Face folder (`model_path`: a folder, or a registered source such as
+    # llama32_1b_instruct), fine-tuned with OpenUnlearning's configs/experiment/finetune/tofu/default.yaml: lr 1e-5,
+    # 5 epochs, 8 per device x 4 accumulation, weight decay 0.01, one warm-up epoch, HF's linear decay and AdamW betas;
+    # float32 weights with bf16 autocast on CUDA (the code: bf16), gradient checkpointing off (the code's default)
+    "hf": dict(model_path="llama32_1b_instruct", lr=1e-5, epochs=5, batch_size=8, grad_accum=4, weight_decay=0.01,
+               warmup_epochs=1.0, decay="linear", betas=(0.9, 0.999), grad_ckpt=False),
 }
+TRAIN_KEYS = ("lr", "epochs", "batch_size", "grad_accum", "weight_decay", "warmup_epochs", "decay", "betas", "grad_ckpt")
+HF_CHAT_SYSTEM = "You are a helpful assistant."          # OpenUnlearning's configs/model/Llama-3.2-1B-Instruct.yaml
+HF_CHAT_KWARGS = {"date_string": "10 Apr 2025"}          # its template_args.date_string (Llama 3's template reads it)
 
 def model_spec(kind: str, **overrides) -> dict:
     "The defaults of a model kind (architecture and fine-tuning), with `overrides` applied (None values ignored)."
@@ -36,14 +47,58 @@ def model_spec(kind: str, **overrides) -> dict:
     return spec
 
 # %% ../../nbs/p09_unlearning/01_models.ipynb #666b47f6
-def base_model(kind: str,                 # "tiny" | "tiny_mid" | "smollm2"
+def _hf_folder(model_path: str) -> Path:
+    "The folder of `model_path`: a registered model source (neurips25.sources) or a path."
+    from neurips25.sources.registry import SOURCES, source_root
+    if not isinstance(model_path, (str, Path)) or not str(model_path).strip():
+        raise ValueError("model kind 'hf' needs model_path: a local Hugging Face folder or a registered source (llama32_1b_instruct)")
+    return source_root(str(model_path)) if str(model_path) in SOURCES else Path(model_path).expanduser()
+
+def weights_fingerprint(model_path: str) -> dict:
+    "A cheap content key of a model folder's weights: each weight file's name, size and sha256 of its first MiB."
+    import hashlib
+    folder = _hf_folder(model_path)
+    files = sorted(folder.glob("*.safetensors")) or sorted(folder.glob("pytorch_model*.bin"))
+    out = {}
+    for f in files:
+        with open(f, "rb") as fh: out[f.name] = [f.stat().st_size, hashlib.sha256(fh.read(1 << 20)).hexdigest()]
+    return out
+
+def _checkpointing(model, on: bool):
+    "Activation (gradient) checkpointing on or off (transformers' newer name where it exists)."
+    if on:
+        if hasattr(model, "activation_checkpointing_enable"):
+            model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+        else: model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    else:
+        fn = getattr(model, "activation_checkpointing_disable", None) or model.gradient_checkpointing_disable
+        fn()
+
+def load_hf(model_path: str,                  # a local Hugging Face folder, or a registered source name
+            device: str = "auto",             # core.get_device
+           ) -> tuple:
+    "(model, tokenizer) of a local HF causal LM through the data layer (float32; bf16 autocast marked on CUDA)."
+    from neurips25.sources.loaders import load_hf_model
+    from neurips25.sources.registry import SOURCES
+    p = str(model_path)
+    model, tok = (load_hf_model(p, dtype=torch.float32) if p in SOURCES else
+                  load_hf_model(folder=_hf_folder(p), dtype=torch.float32))
+    dev = get_device(device)
+    model = model.to(dev).eval()
+    if dev.type == "cuda": lm.set_autocast(model, torch.bfloat16)     # OpenUnlearning trains and evaluates in bf16
+    if getattr(tok, "chat_template", None):                            # the model's own template, the code's system prompt
+        tok.p09_chat_system, tok.p09_chat_kwargs = HF_CHAT_SYSTEM, dict(HF_CHAT_KWARGS)
+    return model, tok
+
+def base_model(kind: str,                 # "tiny" | "tiny_mid" | "smollm2" | "hf"
                bench: SynthTOFU | None = None,  # needed for the tiny kinds (their closed vocabulary)
                seed: int = 0,             # initialisation seed (tiny kinds)
                device: str = "auto",      # core.get_device
                **overrides) -> tuple:
-    "The model before fine-tuning and its tokenizer: a random tiny Llama over SynthTOFU's words, or SmolLM2-135M-Instruct."
+    "The model before fine-tuning and its tokenizer: a random tiny Llama over SynthTOFU's words, SmolLM2, or a local HF folder."
     spec = model_spec(kind, **overrides)
     if kind == "smollm2": return lm.load_smollm2(device=device)
+    if kind == "hf": return load_hf(spec["model_path"], device=device)
     if bench is None: raise ValueError(f"model kind {kind!r} needs the benchmark (its tokenizer is built over its words)")
     tok = synth_tokenizer(bench)
     m = lm.tiny_lm(tok, n_layer=spec["n_layer"], d_model=spec["d_model"], n_head=spec["n_head"], n_ctx=spec["n_ctx"],
@@ -65,20 +120,30 @@ def finetune(kind: str,                   # model kind (MODEL_KINDS)
     "Fine-tune a model of `kind` on `train_df` (cached through lm.train_cached): (model, tokenizer, history)."
     spec = model_spec(kind, epochs=epochs, lr=lr, batch_size=batch_size, **overrides)
     check_split(train_df, ("question", "answer"), "train_df")
-    arch = {k: v for k, v in spec.items() if k not in ("lr", "epochs", "batch_size")}
+    arch = {k: v for k, v in spec.items() if k not in TRAIN_KEYS}
+    def recipe(n_rows: int) -> dict:                                   # the same epochs for full and retain (TOFU)
+        accum = int(spec.get("grad_accum", 1))
+        steps = max(1, math.ceil(spec["epochs"] * n_rows / (spec["batch_size"] * accum)))
+        kw = dict(steps=steps, lr=spec["lr"], batch_size=spec["batch_size"], seed=seed)
+        if kind != "hf": return {**kw, "warmup": 0.1}                  # tiny kinds and SmolLM2: as before
+        spe = max(1, math.ceil(n_rows / (spec["batch_size"] * accum)))
+        return {**kw, "grad_accum": accum, "warmup": min(steps - 1, int(round(spec["warmup_epochs"] * spe))),
+                "decay": spec["decay"], "weight_decay": spec["weight_decay"], "betas": tuple(spec["betas"])}
     if start is not None:
         model, tok = start
         data = qa_batch(tok, train_df, max_length=lm.context_length(model))
-        steps = max(1, math.ceil(spec["epochs"] * len(train_df) / spec["batch_size"]))
-        hist = lm.train_lm(model, data, steps=steps, lr=spec["lr"], batch_size=spec["batch_size"], warmup=0.1, seed=seed, desc=desc)
+        hist = lm.train_lm(model, data, desc=desc, **recipe(len(train_df)))
         return model, tok, hist
     model, tok = base_model(kind, bench, seed=seed, device=device, **{k: v for k, v in arch.items()})
     data = qa_batch(tok, train_df, max_length=lm.context_length(model))
-    steps = max(1, math.ceil(spec["epochs"] * len(train_df) / spec["batch_size"]))   # the same epochs for full and retain (TOFU)
     key = {"kind": kind, "seed": seed, **arch, **lm.lm_key(model, tok)}
-    model_fn = lambda: base_model(kind, bench, seed=seed, device=device, **arch)[0]
-    model, hist = lm.train_cached(cache_name, model_fn, key, data, modules=["neurips25.lm"], steps=steps, lr=spec["lr"],
-                                  batch_size=spec["batch_size"], warmup=0.1, seed=seed, desc=desc)
+    if kind == "hf": key["weights"] = weights_fingerprint(spec["model_path"])   # the config alone does not fix the weights
+    def model_fn():
+        m = base_model(kind, bench, seed=seed, device=device, **arch)[0]
+        if spec.get("grad_ckpt"): _checkpointing(m, True)
+        return m
+    model, hist = lm.train_cached(cache_name, model_fn, key, data, modules=["neurips25.lm"], desc=desc, **recipe(len(train_df)))
+    if spec.get("grad_ckpt"): _checkpointing(model, False)
     return model.to(get_device(device)).eval(), tok, hist
 
 # %% ../../nbs/p09_unlearning/01_models.ipynb #1b455d8a

@@ -314,11 +314,13 @@ def unlearn(model,                                  # a transformers causal LM (
     every = callback_every or max(1, steps // 10)
 
     dev = lm.model_device(model)
-    if loss_fn.requires_ref() and ref_model is None:
-        ref_model = copy.deepcopy(model)
+    if not loss_fn.requires_ref(): ref_model = None                        # a method without a reference: none kept
+    elif ref_model is None: ref_model = copy.deepcopy(model)              # the only copy, made where it is needed
+    ref_flags = {}
     if ref_model is not None:
-        ref_model.eval()
-        for p in ref_model.parameters(): p.requires_grad_(False)
+        if ref_model is model: raise ValueError("ref_model must be a frozen copy of the model, not the model being unlearnt")
+        ref_was_training = ref_model.training; ref_model.eval()
+        for p in ref_model.parameters(): ref_flags[p] = p.requires_grad; p.requires_grad_(False)
     saved_flags = {n: p.requires_grad for n, p in model.named_parameters()}
     # the weights before training, on the CPU: put back if the run raises (a diverged step leaves NaN weights)
     snapshot = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()} if restore_on_error else None
@@ -350,7 +352,7 @@ def unlearn(model,                                  # a transformers causal LM (
                     rb = take_rows(retain, next(r_stream)) if r_stream is not None else None
                     loss, logs = loss_fn(model, ref_model, fb, rb, ab)
                     if not torch.isfinite(loss):
-                        raise FloatingPointError(f"{loss_fn.name}: the loss is {float(loss)} at step {step + 1} (lr {cur_lr:.2e}); "
+                        raise FloatingPointError(f"{loss_fn.name}: the loss is {float(loss.detach())} at step {step + 1} (lr {cur_lr:.2e}); "
                                                  f"lower lr or check the batches")
                     (loss / grad_accum).backward()
                     total += float(loss.detach()) / grad_accum; tokens += _n_tokens(fb, rb, ab)
@@ -375,6 +377,8 @@ def unlearn(model,                                  # a transformers causal LM (
     finally:
         bar.close(); model.eval(); loss_fn.teardown()
         for n, p in model.named_parameters(): p.requires_grad_(saved_flags[n])
+        for p, f in ref_flags.items(): p.requires_grad_(f)                    # a caller's reference model is left as given
+        if ref_flags: ref_model.train(ref_was_training)
     hist = pd.DataFrame(rows)
     hist.attrs.update(method=loss_fn.name, hparams=loss_fn.hparams(), steps=steps, lr=lr, batch_size=batch_size,
                       grad_accum=grad_accum, seed=seed, steps_per_epoch=spe)
