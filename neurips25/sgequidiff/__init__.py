@@ -11,12 +11,13 @@ __all__ = ['SpaceGroup', 'WyckoffPosition', 'space_group', 'wyckoff_position', '
            'DATASETS', 'random_crystal', 'matched_random_crystal', 'perturbed_structure', 'structure_validity',
            'smact_validity', 'fingerprints', 'coverage', 'wdist_density', 'wdist_nelements', 'match_rate_rmse',
            'unique_mask', 'novel_mask', 'sg_preservation', 'spacegroup_of', 'evaluate', 'COV_CUTOFFS', 'ProxyHull',
-           'chgnet_energy', 'build_hull', 'e_hull_proxy', 'stability_proxy', 'pf_log_likelihood',
-           'coords_log_likelihood', 'uniform_prior_logp', 'SpaceGroupPrior', 'element_symbols', 'element_token',
-           'LatticeSampler', 'WyckoffTransformer', 'CoordScoreModel', 'ScoreNorm', 'PeriodicGNN', 've_sigmas',
-           'make_batch', 'coord_loss', 'pc_sample', 'build_structures', 'wrapped_score', 'SGEquiDiff',
-           'SGEquiDiffConfig', 'full_config', 'train_sgequidiff', 'fit_discrete', 'fit_coords', 'encode_crystals',
-           'synthetic_crystals', 'load_training_data', 'symmetry_report', 'ops_preserved', 'CrystalSet', 'Sample']
+           'chgnet_energy', 'build_hull', 'e_hull_proxy', 'stability_proxy', 'score_norm_table', 'config_from_params',
+           'literature_rows', 'probe_throughput', 'project_full', 'pf_log_likelihood', 'coords_log_likelihood',
+           'uniform_prior_logp', 'SpaceGroupPrior', 'element_symbols', 'element_token', 'LatticeSampler',
+           'WyckoffTransformer', 'CoordScoreModel', 'ScoreNorm', 'PeriodicGNN', 've_sigmas', 'make_batch', 'coord_loss',
+           'pc_sample', 'build_structures', 'wrapped_score', 'SGEquiDiff', 'SGEquiDiffConfig', 'full_config',
+           'train_sgequidiff', 'fit_discrete', 'fit_coords', 'encode_crystals', 'synthetic_crystals',
+           'load_training_data', 'symmetry_report', 'ops_preserved', 'CrystalSet', 'Sample']
 
 # %% ../../nbs/p05_sgequidiff/09_package.ipynb #860568aa
 from .symmetry import (SpaceGroup, WyckoffPosition, space_group, wyckoff_position, crystal_system, orbit,
@@ -55,7 +56,9 @@ from .model import (SGEquiDiff, SGEquiDiffConfig, full_config, train_sgequidiff,
                                          encode_crystals, synthetic_crystals, load_training_data, symmetry_report, ops_preserved,
                                          CrystalSet, Sample)
 from .likelihood import pf_log_likelihood, coords_log_likelihood, uniform_prior_logp
-_all_ += ["pf_log_likelihood", "coords_log_likelihood", "uniform_prior_logp", "SpaceGroupPrior", "element_symbols", "element_token", "LatticeSampler", "WyckoffTransformer", "CoordScoreModel",
+from .score_norm import score_norm_table
+from .scale import config_from_params, literature_rows, probe_throughput, project_full
+_all_ += ["score_norm_table", "config_from_params", "literature_rows", "probe_throughput", "project_full", "pf_log_likelihood", "coords_log_likelihood", "uniform_prior_logp", "SpaceGroupPrior", "element_symbols", "element_token", "LatticeSampler", "WyckoffTransformer", "CoordScoreModel",
           "ScoreNorm", "PeriodicGNN", "ve_sigmas", "make_batch", "coord_loss", "pc_sample", "build_structures", "wrapped_score",
           "SGEquiDiff", "SGEquiDiffConfig", "full_config", "train_sgequidiff", "fit_discrete", "fit_coords", "encode_crystals",
           "synthetic_crystals", "load_training_data", "symmetry_report", "ops_preserved", "CrystalSet", "Sample"]

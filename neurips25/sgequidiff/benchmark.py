@@ -2,7 +2,7 @@
 
 # %% ../../nbs/p05_sgequidiff/08_benchmark.ipynb #46a0fdb4
 from __future__ import annotations
-import argparse, itertools, time, warnings
+import argparse, dataclasses, itertools, time, warnings
 import numpy as np
 import pandas as pd
 
@@ -12,7 +12,7 @@ from .data import package_structures, load_shared_sample, perturbed_structure, m
 from . import metrics as M
 
 # %% auto #0
-__all__ = ['bench_roundtrip', 'smact_loop', 'bench_metrics', 'main']
+__all__ = ['bench_roundtrip', 'smact_loop', 'bench_metrics', 'main', 'bench_score_norm', 'bench_generative', 'main_generative']
 
 # %% ../../nbs/p05_sgequidiff/08_benchmark.ipynb #0615e2a8
 def _real_structures(n_max: int | None = None) -> list:
@@ -113,6 +113,92 @@ def main(argv=None):
     print(pd.DataFrame([sm]).to_string(index=False, float_format=lambda v: f"{v:,.4g}"))
     return rt, T, sm
 
+# %% ../../nbs/p05_sgequidiff/08_benchmark.ipynb #21a88429
+def bench_score_norm(keys: list | None = None,          # (group, Wyckoff index) pairs (default: general positions of 6 groups)
+                     settings: tuple = ("medium", "full"),
+                     full_keys: int = 1,                 # keys timed at the paper's setting
+                     ref_mc_full: int = 250,             # samples of the numpy reference at the paper's setting (scaled up)
+                     device="cpu", clock=time.perf_counter) -> pd.DataFrame:
+    "Seconds per normaliser table: numpy reference, torch, cache read; and the largest relative difference torch vs reference."
+    import tempfile
+    from pathlib import Path
+    from neurips25 import core
+    from neurips25.sgequidiff.symmetry import space_group
+    from neurips25.sgequidiff.score_norm import score_norm_reference, score_norm_values, score_norm_table
+    keys = keys or [(g, len(space_group(g).wyckoffs) - 1) for g in (225, 194, 166, 139, 62, 14)]
+    S = dict(medium=(np.geomspace(0.005, 0.5, 8), 128, 1), full=(np.geomspace(0.002, 0.5, 25), 2500, 3))
+    rows, old = [], core.CACHE_PATH
+    core.CACHE_PATH = Path(tempfile.mkdtemp(prefix="p05-norm-bench-"))        # a scratch cache: the read is timed
+    try:
+        for name in settings:
+            grid, n_mc, K = S[name]
+            for sg, w in (keys if name == "medium" else keys[:full_keys]):
+                wp = space_group(sg).wyckoffs[w]; rmc = n_mc if name == "medium" else min(n_mc, ref_mc_full)
+                t = clock(); ref = score_norm_reference(sg, w, False, grid, rmc, K); t_ref = (clock() - t) * n_mc / rmc
+                t = clock(); new = score_norm_table(sg, w, False, grid, n_mc, K, device=device, cache=True); t_new = clock() - t
+                t = clock(); again = score_norm_table(sg, w, False, grid, n_mc, K, device=device, cache=True); t_hit = clock() - t
+                cmp = new if rmc == n_mc else score_norm_values(sg, w, False, grid, rmc, K, device=device)
+                rows.append(dict(setting=name, key=f"{sg} {wp.multiplicity}{wp.letter}", images=wp.multiplicity, n_grid=len(grid),
+                                 n_mc=n_mc, K=K, numpy_reference_s=t_ref, reference_scaled=rmc != n_mc, torch_s=t_new,
+                                 cache_read_s=t_hit, same_after_read=bool(np.array_equal(new, again)),
+                                 max_rel_diff=float(np.abs(cmp / ref - 1).max())))
+    finally: core.CACHE_PATH = old
+    return pd.DataFrame(rows)
+
+def _bench_data(profile: str, cfg):
+    "Real crystals for the throughput probe: (CrystalSet, Structures, description)."
+    from neurips25.sgequidiff.model import load_training_data, encode_crystals
+    if profile == "full" and (SHARED_DATA / "crystals").is_dir():             # a benchmark may read ../shared
+        structs = [r["structure"] for r in load_shared_sample("mp_20")]
+        asym = []
+        for s in structs:
+            try: asym.append(from_structure(s, symprec=0.1))
+            except Exception: pass
+        return encode_crystals(asym, cfg)[0], structs, f"MP-20 test sample ({len(asym)} crystals, ../shared)"
+    D = load_training_data("package", 0, 0, dataclasses.replace(cfg, max_sites=cfg.max_sites or 24))
+    return encode_crystals(D["train_asym"], cfg)[0], D["test_structs"], f"package crystals ({len(D['train'])}, <= 24 atoms)"
+
+def bench_generative(profiles=("medium", "full"),   # profile names (tab_generation's parameters) or {name: parameters}
+                     device="cpu", n_steps: int = 3, clock=time.perf_counter) -> pd.DataFrame:
+    "Training step times, sampling crystals/s and likelihood s/crystal at each profile's widths (probe_throughput)."
+    from neurips25.sgequidiff.scale import config_from_params, profile_params, probe_throughput
+    named = not isinstance(profiles, dict)
+    plans = {p: profile_params("tab_generation", p) for p in profiles} if named else profiles
+    rows = []
+    for name, p in plans.items():
+        lik = int(profile_params("tab_likelihood", name).get("ode_steps", 20) if named else p.get("ode_steps", 20))
+        cfg = config_from_params(p); data, structs, src = _bench_data(name, cfg)
+        ns = min(int(p.get("n_gen", 16)), 64) if name != "full" else 16
+        u = probe_throughput(cfg, data, device, n_steps=n_steps, n_sample=ns, sample_levels=3, n_lik=2, norm_mc=16, structures=structs[:8], clock=clock)
+        rows.append(dict(widths=name, crystals=src, device=u["device"], hidden=cfg.hidden, gnn=f"{cfg.gnn_hidden} x {cfg.gnn_layers}",
+                         T=cfg.T, discrete_s_per_step=u["s_per_discrete_step"], coords_s_per_step=u["s_per_coord_step"],
+                         sample_batch=u["sample_batch"], sampling_crystals_per_s=1.0 / (cfg.T * u["s_per_crystal_level"]),
+                         likelihood_s_per_crystal=u["s_per_crystal_rk4_step"] * lik, ode_steps=lik,
+                         fingerprint_s=u.get("s_per_fingerprint"), asu_s=u.get("s_per_structure_asu")))
+    return pd.DataFrame(rows)
+
+def main_generative(argv=None):
+    "Print the normaliser and the throughput tables of part 2."
+    ap = argparse.ArgumentParser(description="SGEquiDiff part 2 benchmarks: the score normaliser and training/sampling throughput")
+    ap.add_argument("--generative", action="store_true", help="(selects these benchmarks)")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--profiles", default="medium,full", help="comma-separated profiles whose widths are timed")
+    ap.add_argument("--no-norm", action="store_true", help="skip the normaliser table")
+    ap.add_argument("--clock", choices=["wall", "cpu"], default=None,
+                    help="wall time, or the process's CPU time (robust on a shared machine; default: cpu on the CPU, wall on CUDA)")
+    args = ap.parse_args(argv)
+    clock = time.process_time if (args.clock or ("wall" if args.device.startswith("cuda") else "cpu")) == "cpu" else time.perf_counter
+    out = {}
+    if not args.no_norm:
+        out["norm"] = bench_score_norm(device=args.device, clock=clock)
+        print(f"Score normaliser, seconds per table ({'CPU' if clock is time.process_time else 'wall'} time; numpy reference before issue 35, torch, cache read)")
+        print(out["norm"].to_string(index=False, float_format=lambda v: f"{v:,.4g}"))
+    out["throughput"] = bench_generative(tuple(args.profiles.split(",")), args.device, clock=clock)
+    print("\nTraining and sampling throughput at each profile's widths")
+    print(out["throughput"].to_string(index=False, float_format=lambda v: f"{v:,.4g}"))
+    return out
+
 # %% ../../nbs/p05_sgequidiff/08_benchmark.ipynb #f49ee7b4
-if __name__ == "__main__" and not in_notebook():   # `python -m neurips25.sgequidiff.benchmark`
-    main()
+if __name__ == "__main__" and not in_notebook():   # `python -m neurips25.sgequidiff.benchmark [--generative]`
+    import sys
+    main_generative() if "--generative" in sys.argv else main()
