@@ -10,10 +10,10 @@ import torch
 
 from .core import get_device, in_notebook
 from .lm import (word_tokenizer, tiny_lm, train_lm, load_smollm2, greedy_generate, score, embed, load_embedder,
-                          n_params, chat_prompt)
+                          n_params, chat_prompt, encode, target_stats)
 
 # %% auto #0
-__all__ = ['bench_train_tiny', 'bench_smollm2', 'bench_embed', 'main']
+__all__ = ['bench_train_tiny', 'bench_smollm2', 'bench_answer_scoring', 'bench_embed', 'main']
 
 # %% ../nbs/03a_lm_benchmark.ipynb #169f3892
 _WORDS = [f"w{i}" for i in range(1021)]           # + <pad> <bos> <eos> = a 1024-token vocabulary
@@ -66,6 +66,35 @@ def bench_smollm2(model, tok, batch_size: int = 8, seq_len: int = 64, new_tokens
                      "cpu_util": c["util"]})
     return rows
 
+def bench_answer_scoring(model, tok, n: int = 32, batch_size: int = 16, repeat: int = 1) -> list[dict]:
+    "Teacher-forced answer scoring: a plain transformers loop (full logits, per-example loss) vs `target_stats`."
+    import torch.nn.functional as F
+    qs = [chat_prompt(tok, f"What is the number {i} called in words?") for i in range(n)]
+    ans = [f"The number {i} is called {w}." for i, w in zip(range(n), ["zero", "one", "two", "three"] * (n // 4 + 1))]
+    batches = [encode(tok, qs[s:s + batch_size], ans[s:s + batch_size]) for s in range(0, n, batch_size)]
+    n_tgt = sum(int((b["labels"][:, 1:] != -100).sum()) for b in batches)
+    dev = next(model.parameters()).device
+    @torch.no_grad()
+    def plain():                                           # what one writes with transformers alone
+        for b in batches:
+            logits = model(input_ids=b["input_ids"].to(dev), attention_mask=b["attention_mask"].to(dev)).logits[:, :-1].float()
+            tgt = b["labels"][:, 1:].to(dev); mask = tgt != -100
+            nll = F.cross_entropy(logits.transpose(1, 2), tgt.masked_fill(~mask, 0), reduction="none") * mask
+            (nll.sum(1) / mask.sum(1)).cpu()
+    @torch.no_grad()
+    def ours(mink_pp):
+        for b in batches: target_stats(model, b, mink_pp=mink_pp)["logprob"].cpu()
+    rows, base = [], None
+    for what, fn in (("plain transformers loop", plain), ("target_stats", lambda: ours(False)),
+                     ("target_stats + MinK++ sums", lambda: ours(True))):
+        fn()                                               # warm-up
+        with _clock() as c:
+            for _ in range(repeat): fn()
+        rate = repeat * n_tgt / c["wall"]; base = base or rate
+        rows.append({"what": f"SmolLM2 answer scoring: {what} ({rate / base:.2f}x the plain loop)", "unit": "tokens/s",
+                     "rate": rate, "batch": f"{batch_size} QA", "cpu_util": c["util"]})
+    return rows
+
 def bench_embed(n: int = 512, batch_size: int = 64, device: str = "auto", seed: int = 0) -> dict:
     "all-MiniLM-L6-v2 sentences/s on `n` sentences of ~12 words."
     rng = np.random.default_rng(seed)
@@ -94,6 +123,7 @@ def main(argv=None) -> pd.DataFrame:
         with _clock() as c: model, tok = load_smollm2(args.device)
         rows.append({"what": "SmolLM2 load (GGUF or cache)", "unit": "s", "rate": c["wall"], "batch": "-", "cpu_util": c["util"]})
         rows += bench_smollm2(model, tok, new_tokens=8 if args.quick else 32, train_steps=1 if args.quick else 2)
+        rows += bench_answer_scoring(model, tok, n=16 if args.quick else 32, repeat=1 if args.quick else 2)
     if not args.no_embed: rows.append(bench_embed(n=128 if args.quick else 512, device=args.device))
     df = pd.DataFrame(rows)
     per_cpu = df.unit != "s"

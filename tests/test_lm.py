@@ -200,3 +200,73 @@ def test_benchmark_cli():
                        capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "train tiny 2L d=128" in r.stdout and "tokens/s" in r.stdout
+
+
+# ---------------------------------------------------------------- issue 30 (shared layer)
+def test_score_specials_are_explicit(toy, trained):
+    "add_bos/add_eos are the caller's choice: <eos> adds one scored token per text, <bos> none (it is never a target)."
+    prompts, answers, tok, _ = toy
+    texts = [p + a for p, a in zip(prompts[:4], answers[:4])]
+    both, no_eos = lm.score(trained[0], tok, texts), lm.score(trained[0], tok, texts, add_eos=False)
+    assert (both.n_tokens - no_eos.n_tokens).tolist() == [1] * 4
+    no_bos = lm.score(trained[0], tok, texts, add_bos=False, add_eos=False)
+    assert (no_eos.n_tokens - no_bos.n_tokens).tolist() == [1] * 4      # without <bos> the first word is not a target
+
+
+def test_target_head_and_packed_options_equal_the_full_forward(toy, trained):
+    prompts, answers, tok, enc = toy
+    m = trained[0]
+    with torch.no_grad():
+        full = lm.token_logprobs(m, enc, head="all")[0]
+        assert torch.allclose(lm.token_logprobs(m, enc, head="targets")[0], full, atol=1e-5)
+        opts = [[answers[i], answers[i + 1]] for i in range(0, 6, 2)]
+        got = lm.score_options(m, tok, prompts[:3], opts, batch_size=2)
+        for i in range(3):
+            for j, c in enumerate(opts[i]):
+                alone = lm.sequence_logprob(m, lm.encode(tok, [prompts[i]], [c]))
+                assert got[i][j]["logprob"].sum() == pytest.approx(float(alone), abs=1e-4)
+
+
+def test_token_id_outside_vocabulary_is_a_clear_error(toy):
+    prompts, answers, tok, enc = toy
+    m = lm.tiny_lm(tok, n_layer=1, d_model=32, n_head=2, n_ctx=32, device="cpu")
+    bad = {**enc, "input_ids": enc["input_ids"].clone()}
+    bad["input_ids"][0, 0] = len(tok)
+    with pytest.raises(ValueError, match=f"token id {len(tok)}, outside the model's vocabulary of {len(tok)} ids"):
+        lm.train_lm(m, bad, steps=1)
+    with pytest.raises(ValueError, match="outside the model's vocabulary"):
+        lm.hidden_states(lm.tiny_lm(lm.word_tokenizer(["a"]), n_layer=1, d_model=16, n_head=2, n_ctx=32, device="cpu"),
+                         tok, prompts[:2])
+
+
+_LOCK_CHILD = """
+import sys, time
+from pathlib import Path
+import neurips25.core as core
+core.CACHE_PATH = Path(sys.argv[1])
+from neurips25 import lm
+with lm.cache_lock("lock_test", {"k": 1}, modules=["neurips25.core"], enabled=True):
+    Path(sys.argv[2]).write_text(str(time.time())); time.sleep(2.0)
+"""
+
+
+def test_cache_lock_makes_a_second_process_wait(tmp_path, monkeypatch):
+    "Two artefacts computing one cache entry: the second blocks until the first leaves the lock, then reads the entry."
+    pytest.importorskip("fcntl")
+    import neurips25.core as core
+    started = tmp_path / "started"
+    child = subprocess.Popen([sys.executable, "-c", _LOCK_CHILD, str(tmp_path), str(started)])
+    try:
+        for _ in range(600):
+            if started.exists(): break
+            time.sleep(0.05)
+        assert started.exists(), "the child never took the lock"
+        monkeypatch.setattr(core, "CACHE_PATH", tmp_path)
+        calls = []
+        t0 = time.time()
+        v = lm.locked_cached("lock_test", {"k": 1}, lambda: calls.append(1) or 42, modules=["neurips25.core"], enabled=True)
+        waited = time.time() - float(started.read_text())
+    finally:
+        child.wait(timeout=60)
+    assert v == 42 and calls == [1] and waited >= 1.5                 # blocked while the child held the lock
+    assert lm.locked_cached("lock_test", {"k": 1}, lambda: 0, modules=["neurips25.core"], enabled=True) == 42   # then read
