@@ -95,11 +95,14 @@ bench: setup
 	@OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/neurips25 bench run $(ONLY); rc=$$?; \
 	$(BIN)/neurips25 bench readme; exit $$rc
 
-# The GPU path at a bounded size: each gpu: true artefact at its small profile; on cuda a run passes only if its kernel
-# used the GPU. DEVICE=cpu runs the same notebooks on the CPU (CI does), so the CUDA code path cannot rot unseen.
+# The GPU path at a bounded size: each gpu: true artefact at its small profile (and its runs.yaml gpu_check parameters);
+# on cuda a run passes only if its kernel used the GPU, one run at a time; throughput and projected full times go to
+# outputs/gpu-check.json. DEVICE=cpu runs the same notebooks on the CPU, JOBS at once (CI does), so the CUDA code path
+# cannot rot unseen.
 DEVICE ?= cuda
 gpu-check: setup
-	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 NEURIPS25_PROGRESS=0 $(BIN)/neurips25 gpu-check --device $(DEVICE)
+	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 NEURIPS25_PROGRESS=0 $(BIN)/neurips25 gpu-check --device $(DEVICE) \
+	  --jobs $(if $(filter cpu,$(DEVICE)),$(JOBS),1)
 
 # The reader's edition: a static site of every notebook with its outputs in _docs/ (incremental: unchanged notebooks are
 # not re-executed). `make serve-docs` builds it and serves it at http://127.0.0.1:8000/ (PORT=... to change).

@@ -115,3 +115,34 @@ def test_gpu_check_rates_file_that_is_not_core_s_is_a_failure(fixture_repo, tmp_
     assert r.returncode == 1, r.stdout + r.stderr
     (row,) = json.loads((tmp_path / "gc.json").read_text())["runs"]
     assert not row["ok"] and "is not a list of rates" in row["problem"]
+
+
+def test_gpu_check_parameters_and_parallel_checks(fixture_repo, tmp_path):
+    # runs.yaml's gpu_check shrinks small for the check only; --jobs 2 runs both at once, rows in registry order
+    runs = fixture_repo / "nbs" / "p98_fix" / "runs.yaml"
+    runs.write_text(runs.read_text().replace("    small: {}\n", "    small: {}\n    gpu_check: {n: 7, label: gc}\n"))
+    r = run_cli(fixture_repo, "gpu-check", "--device", "cpu", "p98/fig_a", "p98/tab_b", "--jobs", "2",
+                "--out", str(tmp_path / "g.json"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    rep = json.loads((tmp_path / "g.json").read_text())
+    assert [x["artefact"] for x in rep["runs"]] == ["p98_fix/fig_a", "p98_fix/tab_b"] and rep["ok"]
+    assert "2 at a time" in r.stdout
+    scratch = r.stdout.split("scratch outputs in ")[1].split()[0].rstrip(";")
+    import pandas as pd
+    from pathlib import Path
+    (tab_b,) = (Path(scratch) / "p98_fix" / "tab_b").glob("small.set-*")            # the check's parameters
+    assert pd.read_csv(tab_b / "params.csv").to_dict("records") == [{"n": 7, "scale": 1.0, "label": "gc"}]
+    assert pd.read_csv(Path(scratch) / "p98_fix" / "fig_a" / "small" / "params.csv").n.tolist() == [3]
+    rc = run_cli(fixture_repo, "gpu-check", "--device", "cpu", "--jobs", "0")
+    assert rc.returncode == 2 and "--jobs must be at least 1" in rc.stderr
+
+
+def test_gpu_check_parameters_are_validated(fixture_repo):
+    runs = fixture_repo / "nbs" / "p98_fix" / "runs.yaml"
+    text = runs.read_text()
+    runs.write_text(text.replace("    small: {}\n", "    small: {}\n    gpu_check: {n: [1, 2]}\n"))
+    r = run_cli(fixture_repo, "gpu-check", "--device", "cpu")
+    assert r.returncode == 2 and "gpu_check: parameter 'n': must be a plain scalar" in r.stderr, r.stderr
+    runs.write_text(text.replace("    small: {}\n", "    small: {}\n    gpu_check: {epochs: 2}\n"))
+    r = run_cli(fixture_repo, "gpu-check", "--device", "cpu")
+    assert r.returncode == 2 and "unknown parameter(s) ['epochs']" in r.stderr, r.stderr

@@ -27,6 +27,7 @@ def test_notebook_exists_has_parameters_and_profiles_fit(art):
     assert art.notebook.is_file(), f"{art.id}: {art.notebook} missing"
     declared = notebook_parameters(art.notebook)            # raises if the parameters tag is lost
     for p in PROFILES: coerce_parameters(art.profiles[p], declared, f"{art.id} [{p}]")
+    coerce_parameters({**art.profiles["small"], **art.gpu_check}, declared, f"{art.id} [gpu_check]")  # gpu-check size
     # the small profile IS the notebook's defaults (nbdev_test runs the defaults)
     for k, v in art.profiles["small"].items():
         assert declared[k]["default"] == v, \

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from .. import core
 from .registry import RunnerError, run_dir
-from .executors import execute, fmt_duration, plan, resolve_device
+from .executors import execute, fmt_duration, plan, resolve_device, run_local
 from .store import now, write_json
 
 # %% auto #0
@@ -80,6 +80,7 @@ def gpu_check(device: str = "cuda",            # cuda | cpu
               work: Path | None = None,         # scratch outputs folder (default: a new temporary folder)
               timeout: float | None = 600.0,    # per-cell timeout in seconds
               say=print,                        # progress lines
+              jobs_n: int = 1,                  # runs at once (the CPU check; on one GPU they would share it)
              ) -> dict:
     "Run the GPU artefacts (or `targets`) at their small profile on `device`; record and check each run; write JSON."
     if device not in ("cuda", "cpu"):
@@ -90,13 +91,24 @@ def gpu_check(device: str = "cuda",            # cuda | cpu
             if targets or j.art.gpu]
     if not jobs:
         raise RunnerError("gpu-check: nothing to check (no artefact is marked gpu: true, or none was named)")
+    # an artefact's gpu_check parameters (runs.yaml) shrink its small profile further for the check
+    jobs = [plan([j.art.id], "small", j.art.gpu_check, device=dev, force=True, root=root, outputs=work)[0]
+            if j.art.gpu_check else j for j in jobs]
     info = core.device_info(dev)
     say(f"gpu-check: {len(jobs)} run(s) at the small profile on {info.get('gpu') or dev}; scratch outputs in {work}")
-    rows = []
-    for i, j in enumerate(jobs, 1):
-        say(f"  [{i}/{len(jobs)}] {j.art.id} ...")
+    rows, done = [], {}
+    if jobs_n > 1:                                    # in worker processes, which inherit the check's environment
+        say(f"  running {len(jobs)} check(s), {jobs_n} at a time ...")
         with _check_env():
-            m = execute(j, outputs=work, root=root, timeout=timeout)
+            for m in run_local(jobs, jobs_n, outputs=work, root=root, timeout=timeout):
+                done[f"{m['series']}/{m['artefact']}"] = m
+    for i, j in enumerate(jobs, 1):
+        say(f"  [{i}/{len(jobs)}] {j.art.id}" + ("" if done else " ..."))
+        if j.art.id in done:
+            m = done[j.art.id]
+        else:
+            with _check_env():
+                m = execute(j, outputs=work, root=root, timeout=timeout)
         try:
             ok = m.get("status") == "ok"
             rates, bad = (read_rates(run_dir(j.art, "small", work, j.overrides)) if ok else []), None
@@ -135,8 +147,12 @@ def gpu_check_args(p: argparse.ArgumentParser):
     p.add_argument("--out", type=Path, default=None,
                    help="JSON report (default: outputs/gpu-check.json on cuda, a scratch file on cpu)")
     p.add_argument("--timeout", type=float, default=600.0, help="per-cell timeout in seconds (default 600)")
+    p.add_argument("--jobs", type=int, default=1,
+                   help="runs at once (default 1; on the CPU, e.g. the machine's cores; on one GPU keep 1)")
 
 
 def cmd_gpu_check(args) -> int:
-    rep = gpu_check(args.device, args.targets, args.out, args.root, timeout=args.timeout)
+    if args.jobs < 1:
+        raise RunnerError(f"--jobs must be at least 1, got {args.jobs}")
+    rep = gpu_check(args.device, args.targets, args.out, args.root, timeout=args.timeout, jobs_n=args.jobs)
     return 0 if rep["ok"] else 1

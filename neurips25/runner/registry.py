@@ -21,7 +21,7 @@ __all__ = ['PROFILES', 'TOP_KEYS', 'ARTEFACT_KEYS', 'PARAM_TYPES', 'FIXTURE_RUNS
 # %% ../../nbs/01a_registry.ipynb #4c060781
 PROFILES = core.PROFILES
 TOP_KEYS = ("series", "module", "paper", "artefacts")       # the keys a runs.yaml may have at the top level
-ARTEFACT_KEYS = ("notebook", "paper_ref", "gpu", "needs", *PROFILES)  # and per artefact
+ARTEFACT_KEYS = ("notebook", "paper_ref", "gpu", "needs", "gpu_check", *PROFILES)  # and per artefact
 PARAM_TYPES = ("int", "float", "bool", "str")                 # the annotations a parameters cell may use
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")            # artefact names: a plain folder name
 _MODULE = re.compile(r"^[a-z_][a-z0-9_]*$")
@@ -42,6 +42,7 @@ class Artefact:
     profiles: dict              # profile -> parameter dict
     module: str | None = None   # the series' subpackage (neurips25.<module>), if any
     needs: dict = field(default_factory=dict)  # profile -> external sources it needs (neurips25.sources)
+    gpu_check: dict = field(default_factory=dict)  # parameters over `small` for `neurips25 gpu-check` (a tinier size)
 
     @property
     def id(self) -> str:
@@ -123,8 +124,13 @@ def _load_artefact(path: Path, folder: str, module, name, a) -> Artefact:
         for k, x in v.items():
             _check_scalar(x, f"{where}: profile {p!r}: parameter {k!r}")
         profiles[p] = dict(v)
+    gc = a.get("gpu_check", {})
+    if not isinstance(gc, dict):
+        raise RunnerError(f"{where}: 'gpu_check' must be a flat mapping of scalars (parameters over 'small')")
+    for k, x in gc.items():
+        _check_scalar(x, f"{where}: gpu_check: parameter {k!r}")
     return Artefact(series=folder, name=name, notebook=nb_path, paper_ref=str(ref), gpu=gpu,
-                    profiles=profiles, module=module, needs=_load_needs(a.get("needs"), where))
+                    profiles=profiles, module=module, needs=_load_needs(a.get("needs"), where), gpu_check=dict(gc))
 
 
 def load_series(path: Path) -> Series:
