@@ -48,17 +48,21 @@ REPRO_TOFU = pd.DataFrame([
                                     for m in ("forget_quality", "model_utility", "forget_truth_ratio")])
 REPRO_MUSE = pd.DataFrame([
     # method, then (forget_knowmem_ROUGE, forget_verbmem_ROUGE, privleak, retain_knowmem_ROUGE) for News, Books
-    ("Finetuned", 0.64, 0.58, -99.81, 0.56, 0.47, 1.0, -57.26, 0.69), ("Retain", 0.33, 0.20, 0.0, 0.56, 0.3, 0.14, 0.0, 0.69),
-    ("GradAscent", 0.0, 0.0, 52.11, 0.0, 0.0, 0.0, -0.67, 0.0), ("GradDiff", 0.41, 8.92e-03, 93.23, 0.37, 0.18, 0.16, -37.79, 0.3),
-    ("NPO", 0.56, 0.35, -86.00, 0.51, 0.32, 0.84, -54.24, 0.55), ("SimNPO", 0.54, 0.36, -86.11, 0.51, 0.32, 0.84, -54.26, 0.54),
+    ("Finetuned", 0.64, 0.58, -99.81, 0.56, 0.47, 1.0, -57.26, 0.69),
+    ("Retain", 0.33, 0.20, 0.0, 0.56, 0.3, 0.14, 0.0, 0.69),
+    ("GradAscent", 0.0, 0.0, 52.11, 0.0, 0.0, 0.0, -0.67, 0.0),
+    ("GradDiff", 0.41, 8.92e-03, 93.23, 0.37, 0.18, 0.16, -37.79, 0.3),
+    ("NPO", 0.56, 0.35, -86.00, 0.51, 0.32, 0.84, -54.24, 0.55),
+    ("SimNPO", 0.54, 0.36, -86.11, 0.51, 0.32, 0.84, -54.26, 0.54),
     ("RMU", 0.48, 0.05, 56.36, 0.51, 0.29, 0.79, -60.52, 0.48)],
-    columns=["method"] + [f"{d}_{m}" for d in ("news", "books")
-                          for m in ("forget_knowmem_ROUGE", "forget_verbmem_ROUGE", "privleak", "retain_knowmem_ROUGE")])
-REPRO_SOURCE = "locuslab/open-unlearning docs/repro.md at d3d7cf9 (lr 1e-5, 10 epochs, effective batch 32; MUSE: the benchmark's targets)"
+    columns=["method"] + [f"{d}_{m}" for d in ("news", "books") for m in
+                          ("forget_knowmem_ROUGE", "forget_verbmem_ROUGE", "privleak", "retain_knowmem_ROUGE")])
+REPRO_SOURCE = ("locuslab/open-unlearning docs/repro.md at d3d7cf9 (lr 1e-5, 10 epochs, effective batch 32; "
+                "MUSE: the benchmark's targets)")
 REPRO_MODEL_NAMES = {"llama32_1b_instruct": "Llama-3.2-1B-Instruct", "llama32_3b_instruct": "Llama-3.2-3B-Instruct"}
 
 def repro_model_name(model_path: str | None) -> str | None:
-    "The repro.md model a `model_path` is (a registered source, or a folder whose name contains the model's), else None."
+    "The repro.md model that `model_path` is (a registered source, or a folder named after the model), else None."
     if not model_path: return None
     p = str(model_path)
     if p in REPRO_MODEL_NAMES: return REPRO_MODEL_NAMES[p]
@@ -67,10 +71,11 @@ def repro_model_name(model_path: str | None) -> str | None:
 
 def repro_tofu(model: str | None, split: str = "forget10") -> pd.DataFrame:
     "repro.md's FQ / MU / forget TR rows of `model` on `split` (empty when repro.md has no such model)."
-    if split not in ("forget01", "forget05", "forget10"): raise ValueError(f"repro.md reports forget01/05/10, not {split!r}")
+    if split not in ("forget01", "forget05", "forget10"):
+        raise ValueError(f"repro.md reports forget01/05/10, not {split!r}")
     t = REPRO_TOFU[REPRO_TOFU.model == model]
-    return t[["method", f"{split}_forget_quality", f"{split}_model_utility", f"{split}_forget_truth_ratio"]].set_axis(
-        ["model", "paper_fq", "paper_mu", "paper_forget_tr"], axis=1).reset_index(drop=True)
+    cols = ["method", f"{split}_forget_quality", f"{split}_model_utility", f"{split}_forget_truth_ratio"]
+    return t[cols].set_axis(["model", "paper_fq", "paper_mu", "paper_forget_tr"], axis=1).reset_index(drop=True)
 
 
 # %% ../../nbs/p09_unlearning/07_paper.ipynb #0e4b7e45
@@ -106,10 +111,9 @@ def target_step(kind: str = "tiny",          # model kind of unlearning.models (
     if kind == "hf": params["weights"] = weights_fingerprint(mkw["model_path"])
     def compute():
         bench = make_bench(data, n_authors, n_questions, seed)
-        full, tok, h_full = finetune(kind, bench, bench.training_set(None), seed=seed, device=device, epochs=target_epochs,
-                                     desc=f"{kind} full", **mkw)
-        retain, _, h_ret = finetune(kind, bench, bench.training_set(forget), seed=seed, device=device, epochs=target_epochs,
-                                    desc=f"{kind} retain", **mkw)
+        ft_kw = dict(seed=seed, device=device, epochs=target_epochs, **mkw)
+        full, tok, h_full = finetune(kind, bench, bench.training_set(None), desc=f"{kind} full", **ft_kw)
+        retain, _, h_ret = finetune(kind, bench, bench.training_set(forget), desc=f"{kind} retain", **ft_kw)
         t = time.perf_counter()
         ref = retain_reference(retain, tok, bench, forget)               # once: FQ, PrivLeak and the reference attack
         timing = [{"model": "Retain", "what": "retain reference", "seconds": time.perf_counter() - t}]
@@ -117,19 +121,21 @@ def target_step(kind: str = "tiny",          # model kind of unlearning.models (
         for name, m in (("Finetuned", full), ("Retain", retain)):
             t = time.perf_counter()
             res = evaluate_results(m, tok, bench, forget=forget, reference=ref)
-            rows.append(_row(name, res)); per_q[name] = {k: np.asarray(res[k].values, float) for k in PER_QUESTION}
+            rows.append(_row(name, res))
+            per_q[name] = {k: np.asarray(res[k].values, float) for k in PER_QUESTION}
             timing.append({"model": name, "what": "evaluate (all metrics)", "seconds": time.perf_counter() - t})
         base, _ = base_model(kind, bench, seed=seed, device=device, **mkw)   # the trivial baseline: never fine-tuned
         t = time.perf_counter()
         res = evaluate_results(base, tok, bench, forget=forget, reference=ref, metrics=list(BASE_METRICS))
-        rows.append(_row("Base (untuned)", res)); timing.append({"model": "Base (untuned)", "what": "evaluate (5 metrics)",
-                                                                  "seconds": time.perf_counter() - t})
+        rows.append(_row("Base (untuned)", res))
+        timing.append({"model": "Base (untuned)", "what": "evaluate (5 metrics)", "seconds": time.perf_counter() - t})
         n_train = {"full": len(bench.training_set(None)), "retain": len(bench.training_set(forget))}
         ft = pd.DataFrame([{"model": k, "rows": n_train[k], "steps": len(h), "tokens": float(h.tokens.iloc[-1]),
                             "seconds": float(h.seconds.iloc[-1])} for k, h in (("full", h_full), ("retain", h_ret))])
         ft["tokens_per_s"] = ft.tokens / ft.seconds
-        return {"rows": pd.DataFrame(rows).assign(seed=seed), "per_q": per_q, "reference": ref, "n_params": lm.n_params(full),
-                "timing": pd.DataFrame(timing).assign(seed=seed), "finetune": ft.assign(seed=seed), "n_forget": len(bench.split(forget))}
+        return {"rows": pd.DataFrame(rows).assign(seed=seed), "per_q": per_q, "reference": ref,
+                "n_params": lm.n_params(full), "timing": pd.DataFrame(timing).assign(seed=seed),
+                "finetune": ft.assign(seed=seed), "n_forget": len(bench.split(forget))}
     return lm.locked_cached("p09_target_step", params, compute, modules=TARGET_STEP_MODULES, enabled=cache)
 
 def headline_seed(kind: str = "tiny", seed: int = 0, data: str = "synth", n_authors: int = 20, n_questions: int = 10,
@@ -144,8 +150,9 @@ def headline_seed(kind: str = "tiny", seed: int = 0, data: str = "synth", n_auth
     mkw = _model_kw(kind, model_path)
     tstep = target_step(kind, seed, data, n_authors, n_questions, forget, target_epochs, model_path, device, cache)
     params = dict(kind=kind, seed=seed, data=data, n_authors=n_authors, n_questions=n_questions, forget=forget,
-                  target_epochs=target_epochs, methods=list(methods), unlearn_lr=unlearn_lr, unlearn_epochs=unlearn_epochs,
-                  batch_size=batch_size, grad_accum=grad_accum, device=str(get_device(device)), **mkw)
+                  target_epochs=target_epochs, methods=list(methods), unlearn_lr=unlearn_lr,
+                  unlearn_epochs=unlearn_epochs, batch_size=batch_size, grad_accum=grad_accum,
+                  device=str(get_device(device)), **mkw)
     if kind == "hf": params["weights"] = weights_fingerprint(mkw["model_path"])
     def compute():
         bench = make_bench(data, n_authors, n_questions, seed)
@@ -155,19 +162,26 @@ def headline_seed(kind: str = "tiny", seed: int = 0, data: str = "synth", n_auth
         rows, per_q, timing = [], {}, []
         for meth in progress(list(methods), desc=f"methods (seed {seed})"):
             t = time.perf_counter()
-            try: m, hist = unlearn_copy(full, inputs, meth, unlearn_lr, unlearn_epochs, batch_size, seed, grad_accum=grad_accum)
+            try:
+                m, hist = unlearn_copy(full, inputs, meth, unlearn_lr, unlearn_epochs, batch_size, seed,
+                                       grad_accum=grad_accum)
             except FloatingPointError as e:
-                rows.append({"model": meth, "failed": str(e)[:200]}); continue
-            timing.append({"model": meth, "what": f"unlearn ({int(hist.attrs['steps'])} steps)", "seconds": time.perf_counter() - t})
+                rows.append({"model": meth, "failed": str(e)[:200]})
+                continue
+            timing.append({"model": meth, "what": f"unlearn ({int(hist.attrs['steps'])} steps)",
+                           "seconds": time.perf_counter() - t})
             t = time.perf_counter()
             res = evaluate_results(m, tok, bench, forget=forget, reference=tstep["reference"])
-            rows.append(_row(meth, res)); per_q[meth] = {k: np.asarray(res[k].values, float) for k in PER_QUESTION}
+            rows.append(_row(meth, res))
+            per_q[meth] = {k: np.asarray(res[k].values, float) for k in PER_QUESTION}
             timing.append({"model": meth, "what": "evaluate (all metrics)", "seconds": time.perf_counter() - t})
             del m
-        return {"rows": pd.DataFrame(rows).assign(seed=seed), "per_q": per_q, "timing": pd.DataFrame(timing).assign(seed=seed)}
+        return {"rows": pd.DataFrame(rows).assign(seed=seed), "per_q": per_q,
+                "timing": pd.DataFrame(timing).assign(seed=seed)}
     res = cached("p09_headline_seed", params, compute, modules=["neurips25.unlearning", "neurips25.lm"], enabled=cache)
     rows = pd.concat([tstep["rows"][tstep["rows"].model != "Base (untuned)"], res["rows"]], ignore_index=True)
-    return {"rows": rows, "per_q": {**tstep["per_q"], **res["per_q"]}, "timing": pd.concat([tstep["timing"], res["timing"]]),
+    return {"rows": rows, "per_q": {**tstep["per_q"], **res["per_q"]},
+            "timing": pd.concat([tstep["timing"], res["timing"]]),
             "finetune": tstep["finetune"].assign(n_params=tstep["n_params"]), "n_forget": tstep["n_forget"],
             "base": tstep["rows"][tstep["rows"].model == "Base (untuned)"]}
 
@@ -183,9 +197,13 @@ def chunk_ids(tokenizer, texts: Sequence[str], max_length: int) -> dict:
     rows = [bos + ids[s:s + step] for s in range(0, len(ids), step)]
     rows = [r for r in rows if len(r) > len(bos) + 1]
     if not rows: raise ValueError("no text to chunk")
-    T = max(map(len, rows)); pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    x = torch.full((len(rows), T), pad if pad is not None else 0, dtype=torch.long); am = torch.zeros_like(x)
-    for i, r in enumerate(rows): x[i, :len(r)] = torch.tensor(r); am[i, :len(r)] = 1
+    T = max(map(len, rows))
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    x = torch.full((len(rows), T), pad if pad is not None else 0, dtype=torch.long)
+    am = torch.zeros_like(x)
+    for i, r in enumerate(rows):
+        x[i, :len(r)] = torch.tensor(r)
+        am[i, :len(r)] = 1
     return {"input_ids": x, "attention_mask": am, "labels": x.masked_fill(am == 0, -100)}
 
 def _gen_rouge(model, tok, prompts, refs, max_new_tokens, stop=(), batch_size=8) -> np.ndarray:
@@ -201,9 +219,10 @@ def _few_shot(qa: pd.DataFrame, icl: pd.DataFrame) -> list[str]:
     return [f"{head}Question: {q}\nAnswer:" for q in qa.question]
 
 @torch.no_grad()
-def text_min_k(model, tok, texts: Sequence[str], k: float = 0.4, max_length: int = 2048, batch_size: int = 4) -> np.ndarray:
+def text_min_k(model, tok, texts: Sequence[str], k: float = 0.4, max_length: int = 2048,
+               batch_size: int = 4) -> np.ndarray:
     "MinK score of each text (all its tokens after <bos> are targets; cut at `max_length` tokens)."
-    n = min(max_length, lm.context_length(model)); out = []
+    n, out = min(max_length, lm.context_length(model)), []
     for s in range(0, len(texts), batch_size):
         enc = lm.encode(tok, list(texts[s:s + batch_size]), max_length=n, truncation="right",
                         add_bos=tok.bos_token_id is not None, add_eos=False)
@@ -216,10 +235,12 @@ def muse_metrics(model, tok, data: Mapping,           # load_muse(...)
                  k: float = 0.4, batch_size: int = 8) -> dict:
     "MUSE's four numbers: forget knowmem / verbmem ROUGE-L F1, PrivLeak (MinK), retain knowmem ROUGE-L F1, and the AUC."
     vm = data["verbmem"]
-    out = {"forget_verbmem_ROUGE": float(_gen_rouge(model, tok, list(vm["prompt"]), list(vm["gt"]), 128, batch_size=batch_size).mean())}
+    verb = _gen_rouge(model, tok, list(vm["prompt"]), list(vm["gt"]), 128, batch_size=batch_size)
+    out = {"forget_verbmem_ROUGE": float(verb.mean())}
     for part in ("forget", "retain"):
         qa, icl = data[f"knowmem_{part}"], data[f"knowmem_{part}_icl"]
-        out[f"{part}_knowmem_ROUGE"] = float(_gen_rouge(model, tok, _few_shot(qa, icl), qa.answer, 32, MUSE_STOP, batch_size).mean())
+        know = _gen_rouge(model, tok, _few_shot(qa, icl), list(qa["answer"]), 32, MUSE_STOP, batch_size)
+        out[f"{part}_knowmem_ROUGE"] = float(know.mean())
     auc = auc_forget_holdout(text_min_k(model, tok, list(data["privleak_forget"].text), k),
                              text_min_k(model, tok, list(data["privleak_holdout"].text), k))
     out["privleak"] = privleak_from_auc(auc, 0.5 if auc_ret is None else auc_ret)
@@ -231,25 +252,28 @@ def _muse_model(which: str, data: Mapping, model_path: str, path: str | None, ep
     "The MUSE target (forget + retain1 text) or retain (retain1) model: a given folder, else model_path fine-tuned."
     if path: return load_hf(path, device=device)
     model, tok = load_hf(model_path, device=device)
-    texts = list(data["forget_text"].text) + list(data["retain_text"].text) if which == "target" else list(data["retain_text"].text)
+    texts = list(data["retain_text"].text)
+    if which == "target": texts = list(data["forget_text"].text) + texts
     batch = chunk_ids(tok, texts, min(max_length, lm.context_length(model)))
     spec = model_spec("hf")
-    accum = spec["grad_accum"]; steps = max(1, math.ceil(epochs * len(batch["input_ids"]) / (spec["batch_size"] * accum)))
+    accum = spec["grad_accum"]
+    steps = max(1, math.ceil(epochs * len(batch["input_ids"]) / (spec["batch_size"] * accum)))
     key = {"kind": "hf", "muse": which, **lm.lm_key(model, tok), "weights": weights_fingerprint(model_path)}
     fn = lambda: load_hf(model_path, device=device)[0]
-    model, _ = lm.train_cached("p09_muse_target", fn, key, batch, steps=steps, lr=spec["lr"], batch_size=spec["batch_size"],
-                               grad_accum=accum, seed=seed, decay="linear", betas=tuple(spec["betas"]),
+    model, _ = lm.train_cached("p09_muse_target", fn, key, batch, steps=steps, lr=spec["lr"],
+                               batch_size=spec["batch_size"], grad_accum=accum, seed=seed, decay="linear",
+                               betas=tuple(spec["betas"]),
                                weight_decay=spec["weight_decay"], desc=f"MUSE {which}")
     return model.eval(), tok
 
 def muse_experiment(name: str = "muse_news",         # muse_news | muse_books
                     model_path: str = "llama32_1b_instruct",  # fine-tuned on the corpora when no target_path is given
-                    target_path: str | None = None,  # the benchmark's own target model folder (muse-bench/MUSE-*_target)
+                    target_path: str | None = None,  # the benchmark's own target folder (muse-bench/MUSE-*_target)
                     retain_path: str | None = None,  # and its retrained model (muse-bench/MUSE-*_retrain)
                     methods: Sequence[str] = ("GradAscent", "GradDiff", "NPO"),
                     lr: float = 1e-5, epochs: float = 10.0,   # configs/experiment/unlearn/muse/default.yaml
                     batch_size: int = 4, grad_accum: int = 8,  # ... 4 per device x 8 accumulation
-                    target_epochs: float = 5.0,       # fine-tuning epochs when the target is built here (reconstruction)
+                    target_epochs: float = 5.0,       # fine-tuning epochs of a target built here (reconstruction)
                     max_length: int = 2048,           # MUSE's chunk length (and the MIA texts' cut)
                     seed: int = 0, device: str = "auto", root=None) -> pd.DataFrame:
     "MUSE's repro.md table (Finetuned, Retain and the methods) for one corpus, with the repro.md numbers beside ours."
@@ -258,20 +282,28 @@ def muse_experiment(name: str = "muse_news",         # muse_news | muse_books
     rows, auc_ret = [], None
     if retain_path or not target_path:
         retain, _ = _muse_model("retain", data, model_path, retain_path, target_epochs, seed, device, max_length)
-        r = muse_metrics(retain, tok, data); auc_ret = r["mia_min_k"]
-        rows.append({"model": "Retain", **r, "privleak": 0.0}); del retain
+        r = muse_metrics(retain, tok, data)
+        auc_ret = r["mia_min_k"]
+        rows.append({"model": "Retain", **r, "privleak": 0.0})
+        del retain
     rows.insert(0, {"model": "Finetuned", **muse_metrics(target, tok, data, auc_ret)})
     n = min(max_length, lm.context_length(target))
-    inputs = {"forget": chunk_ids(tok, list(data["forget_text"].text), n), "retain": chunk_ids(tok, list(data["retain_text"].text), n),
-              "idk": None, "alt": None}
+    inputs = {"forget": chunk_ids(tok, list(data["forget_text"].text), n),
+              "retain": chunk_ids(tok, list(data["retain_text"].text), n), "idk": None, "alt": None}
     for meth in methods:
-        try: m, _ = unlearn_copy(target, inputs, meth, lr, epochs, batch_size, seed, grad_accum=grad_accum, decay="constant")
-        except FloatingPointError as e: rows.append({"model": meth, "failed": str(e)[:200]}); continue
-        rows.append({"model": meth, **muse_metrics(m, tok, data, auc_ret)}); del m
+        try:
+            m, _ = unlearn_copy(target, inputs, meth, lr, epochs, batch_size, seed, grad_accum=grad_accum,
+                                decay="constant")
+        except FloatingPointError as e:
+            rows.append({"model": meth, "failed": str(e)[:200]})
+            continue
+        rows.append({"model": meth, **muse_metrics(m, tok, data, auc_ret)})
+        del m
     d = "news" if name == "muse_news" else "books"
     paper = REPRO_MUSE.rename(columns={"method": "model"})[["model"] + [c for c in REPRO_MUSE if c.startswith(d + "_")]]
     paper.columns = ["model"] + [f"paper_{c[len(d) + 1:]}" for c in paper.columns[1:]]
     out = pd.DataFrame(rows).merge(paper, on="model", how="left")
-    out.insert(1, "benchmark", name); out.insert(2, "auc_ret_source", "retain model" if auc_ret is not None else "default 0.5")
+    out.insert(1, "benchmark", name)
+    out.insert(2, "auc_ret_source", "retain model" if auc_ret is not None else "default 0.5")
     return out
 
