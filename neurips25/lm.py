@@ -391,6 +391,9 @@ def score_options(model, tokenizer,
                  ) -> list[list[dict]]:
     "Per prompt, per option: token `ids`, `logprob`, `argmax_hit` (and `mu`, `sigma`) arrays; one forward per prompt."
     prompts = [prompts] if isinstance(prompts, str) else list(prompts)
+    if not prompts: raise ValueError("empty batch: no prompts")
+    if len(options) != len(prompts): raise ValueError(f"{len(prompts)} prompts but {len(options)} option lists")
+    if any(isinstance(o, str) or len(o) == 0 for o in options): raise ValueError("each prompt needs a non-empty list of options")
     options = [list(o) for o in options]
     n_ctx = context_length(model); dev = model_device(model)
     lens = np.array([len(p) + sum(len(c) for c in o) for p, o in zip(prompts, options)])
