@@ -252,11 +252,8 @@ def _split_head(model):
     if base is None or head is None or base is model: return None
     return base, head
 
-def target_logits(model,                            # a transformers causal LM
-                  batch: Mapping[str, torch.Tensor],  # input_ids, optional attention_mask and labels
-                  head: str = "auto",               # "targets": logits at target positions only; "all": the full forward
-                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    "Float32 logits (N, V) at the N positions that predict a target token, their targets (N,) and the (B, T-1) mask."
+def _prepare(model, batch: Mapping[str, torch.Tensor], head: str) -> tuple:
+    "(ids, attention mask, targets (B, T-1), target mask, split head or None) of a scored batch, checked."
     if head not in ("auto", "targets", "all"): raise ValueError(f"head must be 'auto', 'targets' or 'all', got {head!r}")
     b = _to(batch, model_device(model))
     ids = b["input_ids"]
@@ -270,13 +267,22 @@ def target_logits(model,                            # a transformers causal LM
     split = _split_head(model) if head != "all" else None
     if head == "targets" and split is None: raise ValueError(f"{type(model).__name__}: cannot apply the output head apart")
     # the head on the target positions only: the same logits there, without the (B, T, V) tensor of the prompt
-    # positions; "auto" keeps the full forward when >= 90 % of the positions are targets (nothing to save)
-    use = split is not None and (head == "targets" or mask.float().mean() < 0.9)
+    # positions; "auto" does it where some real (non-padding) position is not a target (a prompt): plain-text batches,
+    # whose every real position is a target, keep the full forward and its numbers bit for bit
+    prompt = bool((am[:, 1:].bool() & ~mask).any())          # a real next token that is not a target: a prompt
+    use = split is not None and (head == "targets" or (head == "auto" and prompt))
+    return ids, am, tgt, mask, (split if use else None)
+
+def target_logits(model,                            # a transformers causal LM
+                  batch: Mapping[str, torch.Tensor],  # input_ids, optional attention_mask and labels
+                  head: str = "auto",               # "targets": logits at target positions only; "all": the full forward
+                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    "Float32 logits (N, V) at the N positions that predict a target token, their targets (N,) and the (B, T-1) mask."
+    ids, am, tgt, mask, split = _prepare(model, batch, head)
     with amp(model):
-        if use:
-            base, out_head = split
-            h = base(input_ids=ids, attention_mask=am, position_ids=_position_ids(am)).last_hidden_state
-            z = out_head(h[:, :-1][mask])
+        if split is not None:
+            h = split[0](input_ids=ids, attention_mask=am, position_ids=_position_ids(am)).last_hidden_state
+            z = split[1](h[:, :-1][mask])
         else:
             z = model(input_ids=ids, attention_mask=am, position_ids=_position_ids(am)).logits[:, :-1][mask]
     return z.float(), tgt[mask], mask
@@ -297,9 +303,15 @@ def token_logprobs(model,                            # a transformers causal LM
                    head: str = "auto",               # see `target_logits`
                   ) -> tuple[torch.Tensor, torch.Tensor]:
     "Per-token log p(x_{t+1} | x_<=t) of the target tokens (0 elsewhere), shape (B, T-1), and the target mask."
-    z, y, mask = target_logits(model, batch, head)
-    lp = -F.cross_entropy(z, y, reduction="none")           # log softmax(z_t)[x_{t+1}]
-    return torch.zeros(mask.shape, dtype=lp.dtype, device=lp.device).masked_scatter(mask, lp), mask
+    ids, am, tgt, mask, split = _prepare(model, batch, head)
+    if split is not None:                                    # a prompt: the head on the target positions only
+        z, y, _ = target_logits(model, batch, "targets")
+        lp = -F.cross_entropy(z, y, reduction="none")        # log softmax(z_t)[x_{t+1}]
+        return torch.zeros(mask.shape, dtype=lp.dtype, device=lp.device).masked_scatter(mask, lp), mask
+    with amp(model):                                         # no prompt: the full forward, as it always was
+        logits = model(input_ids=ids, attention_mask=am, position_ids=_position_ids(am)).logits[:, :-1].float()
+    lp = -F.cross_entropy(logits.transpose(1, 2), tgt.masked_fill(~mask, 0), reduction="none")  # log softmax(z_t)[x_{t+1}]
+    return lp * mask, mask
 
 def target_stats(model,                             # a transformers causal LM
                  batch: Mapping[str, torch.Tensor],   # input_ids, attention_mask, labels

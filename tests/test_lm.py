@@ -270,3 +270,19 @@ def test_cache_lock_makes_a_second_process_wait(tmp_path, monkeypatch):
         child.wait(timeout=60)
     assert v == 42 and calls == [1] and waited >= 1.5                 # blocked while the child held the lock
     assert lm.locked_cached("lock_test", {"k": 1}, lambda: 0, modules=["neurips25.core"], enabled=True) == 42   # then read
+
+
+def test_plain_text_keeps_the_full_forward_bit_for_bit(toy):
+    "Without a prompt (P08's pretraining batches) token_logprobs is the old full-logits computation, bit for bit."
+    import torch.nn.functional as F
+    prompts, answers, tok, _ = toy
+    m = lm.tiny_lm(tok, n_layer=1, d_model=32, n_head=2, n_ctx=32, device="cpu")
+    enc = lm.encode(tok, [p + a for p, a in zip(prompts[:5], answers[:5])] + ["ada kim"])     # padded plain text
+    with torch.no_grad():
+        got = lm.token_logprobs(m, enc)[0]
+        logits = m(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"],
+                   position_ids=(enc["attention_mask"].cumsum(-1) - 1).clamp_min(0)).logits[:, :-1].float()
+        tgt = enc["labels"][:, 1:]
+        mask = tgt != -100
+        old = -F.cross_entropy(logits.transpose(1, 2), tgt.masked_fill(~mask, 0), reduction="none") * mask
+    assert torch.equal(got, old)
