@@ -164,7 +164,19 @@ def schedule(todo: list[Job]) -> list[Job]:
     "The order runs start in: longest expected first (its last successful run at that slot); never-timed runs first."
     # Longest-first keeps one long notebook from starting last and running alone while the other cores sit idle; a
     # run with no earlier time may be the longest, so it starts before every timed one (registry order among them).
-    return sorted(todo, key=lambda j: (j.expected_s is not None, -(j.expected_s or 0.0)))
+    # An artefact's `after` (runs.yaml) moves it behind the runs it names, when they are in the same reproduction.
+    order = sorted(todo, key=lambda j: (j.expected_s is not None, -(j.expected_s or 0.0)))
+    out = []
+    while order:
+        i = next(k for k, j in enumerate(order) if not _waits_for(j, order[:k] + order[k + 1:]))
+        out.append(order.pop(i))
+    return out
+
+
+def _waits_for(j: Job, others) -> list:
+    "The runs among `others` that `j` must wait for: its series' artefacts named in its `after`."
+    after = getattr(j.art, "after", ())
+    return [o for o in others if o.art.name in after and o.art.series == j.art.series] if after else []
 
 
 def expected_wall(todo: list[Job], jobs_n: int) -> dict:
@@ -683,7 +695,11 @@ def run_local(todo: list[Job], jobs_n: int, outputs=None, root=None, timeout=Non
     try:
         while pending or running:
             while pending and len(running) < n:              # a free worker takes the next run, with its thread share
-                j = pending.pop(0)
+                k = next((k for k, j in enumerate(pending)       # ... whose `after` runs have all finished
+                          if not _waits_for(j, [*pending, *running.values()])), None)
+                if k is None:
+                    break
+                j = pending.pop(k)
                 t = start_threads(len(running), len(pending), n)
                 tf = ctl / f"{uuid.uuid4().hex}.threads"
                 write_threads(tf, t)

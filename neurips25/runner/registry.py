@@ -21,7 +21,7 @@ __all__ = ['PROFILES', 'TOP_KEYS', 'ARTEFACT_KEYS', 'PARAM_TYPES', 'FIXTURE_RUNS
 # %% ../../nbs/01a_registry.ipynb #4c060781
 PROFILES = core.PROFILES
 TOP_KEYS = ("series", "module", "paper", "artefacts")       # the keys a runs.yaml may have at the top level
-ARTEFACT_KEYS = ("notebook", "paper_ref", "gpu", "needs", "gpu_check", *PROFILES)  # and per artefact
+ARTEFACT_KEYS = ("notebook", "paper_ref", "gpu", "needs", "gpu_check", "after", *PROFILES)  # and per artefact
 PARAM_TYPES = ("int", "float", "bool", "str")                 # the annotations a parameters cell may use
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")            # artefact names: a plain folder name
 _MODULE = re.compile(r"^[a-z_][a-z0-9_]*$")
@@ -43,6 +43,7 @@ class Artefact:
     module: str | None = None   # the series' subpackage (neurips25.<module>), if any
     needs: dict = field(default_factory=dict)  # profile -> external sources it needs (neurips25.sources)
     gpu_check: dict = field(default_factory=dict)  # parameters over `small` for `neurips25 gpu-check` (a tinier size)
+    after: tuple = ()           # artefacts of the series that, run in the same reproduction, finish before this starts
 
     @property
     def id(self) -> str:
@@ -129,8 +130,13 @@ def _load_artefact(path: Path, folder: str, module, name, a) -> Artefact:
         raise RunnerError(f"{where}: 'gpu_check' must be a flat mapping of scalars (parameters over 'small')")
     for k, x in gc.items():
         _check_scalar(x, f"{where}: gpu_check: parameter {k!r}")
+    after = a.get("after", [])
+    after = [after] if isinstance(after, str) else after
+    if not isinstance(after, list) or not all(isinstance(x, str) and _NAME.match(x) for x in after):
+        raise RunnerError(f"{where}: 'after' must be an artefact name of this series or a list of them, got {after!r}")
     return Artefact(series=folder, name=name, notebook=nb_path, paper_ref=str(ref), gpu=gpu,
-                    profiles=profiles, module=module, needs=_load_needs(a.get("needs"), where), gpu_check=dict(gc))
+                    profiles=profiles, module=module, needs=_load_needs(a.get("needs"), where), gpu_check=dict(gc),
+                    after=tuple(after))
 
 
 def load_series(path: Path) -> Series:
@@ -160,7 +166,29 @@ def load_series(path: Path) -> Series:
         raise RunnerError(f"{path}: no 'artefacts' mapping")
     s = Series(folder=folder, module=module, paper=paper)
     s.artefacts = [_load_artefact(path, folder, module, name, a) for name, a in arts.items()]
+    _check_after(path, s.artefacts)
     return s
+
+
+def _check_after(path: Path, arts: list):
+    "Every `after` names another artefact of the series, and the order they impose has no cycle."
+    deps = {a.name: a.after for a in arts}
+    for a in arts:
+        for d in a.after:
+            if d not in deps or d == a.name:
+                raise RunnerError(f"{path}: artefact {a.name!r}: 'after' names {d!r}, which is not another artefact of "
+                                  f"this series ({', '.join(n for n in deps if n != a.name)})")
+    state = {}
+    def visit(n, trail):
+        if state.get(n) == 1:
+            raise RunnerError(f"{path}: 'after' makes a cycle: {' -> '.join(trail + [n])}")
+        if state.get(n) is None:
+            state[n] = 1
+            for d in deps[n]:
+                visit(d, trail + [n])
+            state[n] = 2
+    for n in deps:
+        visit(n, [])
 
 
 def load_registry(root: Path | None = None,   # repository root (default: core.REPO_ROOT)
