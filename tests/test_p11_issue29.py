@@ -119,3 +119,89 @@ def test_latent_claims_are_gated_in_the_registry():
         med = runs[art]["medium"]
         assert med["ae_steps"] >= 1000 and med["ae_schedule"] == "cosine" and med["dsm_lr"] > 1e-3
     assert runs["tab_rotated_chars"]["full"]["ebm_trainer"] == "cd"
+
+
+# the WIP of issue 29's acceptance: the anchor over all the data, the least-energy node paths, the screened portfolio
+def test_anchor_is_the_quantile_of_the_whole_data():
+    # u = alpha E + beta is 1 at the data median of E (all the data, not the resampled pair endpoints, whose median
+    # misses the data's); with the smooth floor lambda there is 1 + s ln 2, with the kink exactly 1
+    Z, E = _circle(n=401, seed=3)
+    q = float(torch.quantile(E(Z), 0.5))
+    for smooth in (0.5, None):
+        g = latent_metrics(Z, E, land_sigma=None, rbf_K=None, ge_smooth=smooth)["G_E"]
+        u = float(g.info["alpha"]) * q + float(g.info["beta"])
+        assert abs(u - 1) < 1e-6                    # (the resampled endpoints' median: lambda ~ 6 at medium)
+        lam = float(g.lam(Z[E(Z).argsort()[200]][None]))                     # the data point at the median energy
+        assert abs(lam - (1 + 0.5 * math.log(2) if smooth else 1.0)) < 1e-6
+    with pytest.raises(ValueError, match="ge_smooth must be"):
+        latent_metrics(Z, E, land_sigma=None, rbf_K=None, ge_floor=None, ge_smooth=0.5)
+
+
+def _brute_dp(a, b, X, metric, T, knn, rule):
+    "Least path_energy over every interior node sequence the moves of dp_path allow (enumeration)."
+    import itertools
+    from neurips25.ebm_geometry.geodesics import path_energy
+    n, k = len(X), min(knn, len(X) - 1)
+    D = torch.cdist(X, X); D.fill_diagonal_(float("inf"))
+    near = [set(D[v].topk(k, largest=False).indices.tolist()) for v in range(n)]   # the k nearest of node v
+    first = set(torch.cdist(a, X)[0].topk(min(knn, n), largest=False).indices.tolist())
+    last = set(torch.cdist(b, X)[0].topk(min(knn, n), largest=False).indices.tolist())
+    best = math.inf
+    for seq in itertools.product(range(n), repeat=T - 1):
+        if seq[0] not in first or seq[-1] not in last:
+            continue
+        if any(u != v and u not in near[v] for u, v in zip(seq, seq[1:])):   # a move u -> v: stay, or u near v
+            continue
+        P = torch.cat([a, X[list(seq)], b])[None]
+        best = min(best, float(path_energy(P, metric, rule)))
+    return best
+
+
+@pytest.mark.parametrize("rule", ["sym", "left"])
+@pytest.mark.parametrize("T,knn", [(3, 3), (4, 2), (4, 6), (5, 3), (5, 2)])
+def test_dp_path_is_the_least_energy_node_path(rule, T, knn):
+    from neurips25.ebm_geometry.geodesics import dp_path, path_energy
+    g = torch.Generator().manual_seed(3)
+    X = torch.randn(7, 2, generator=g, dtype=torch.float64)
+    wavy = Metric("wavy", lambda x: 1 + 0.5 * torch.sin(3 * x[:, 0]) ** 2 + x[:, 1] ** 2)
+    a, b = torch.tensor([[-1.0, 0.2]], dtype=torch.float64), torch.tensor([[1.2, -0.3]], dtype=torch.float64)
+    P, found = dp_path(a, b, X, wavy, T=T, knn=knn, rule=rule)
+    ref = _brute_dp(a, b, X, wavy, T, knn, rule)
+    assert P.shape == (1, T + 1, 2) and bool(found[0]) == math.isfinite(ref)   # unreachable in T-1 moves: flagged
+    assert torch.equal(P[0, 0], a[0]) and torch.equal(P[0, -1], b[0])
+    if math.isfinite(ref):
+        assert abs(float(path_energy(P, wavy, rule)) - ref) <= 1e-12 * max(1.0, ref)
+
+
+def test_dp_path_flags_unreachable_pairs_and_refuses_bad_input():
+    from neurips25.ebm_geometry.geodesics import dp_path
+    bump = Metric("bump", lambda x: 1 + x[:, 0] ** 2)
+    X = torch.tensor([[0.0, 0.0], [0.1, 0.0], [10.0, 0.0], [10.1, 0.0]], dtype=torch.float64)
+    a, b = torch.tensor([[-0.1, 0.0]], dtype=torch.float64), torch.tensor([[10.2, 0.0]], dtype=torch.float64)
+    P, found = dp_path(a, b, X, bump, T=4, knn=1)         # two islands, one move each: no node path joins them
+    assert not found.any() and torch.allclose(P, lerp_path(a, b, 4))
+    with pytest.raises(ValueError, match="NaN"):
+        dp_path(a, b, X * float("nan"), bump, T=4)
+    with pytest.raises(ValueError, match="knn must be"):
+        dp_path(a, b, X, bump, T=4, knn=0)
+    with pytest.raises(ValueError, match="T must be"):
+        dp_path(a, b, X, bump, T=1)
+
+
+def test_screened_portfolio_never_beats_solving_every_start():
+    bump = Metric("bump", lambda x: 1 + 1e3 * torch.exp(-(x ** 2).sum(-1) / (2 * 0.3 ** 2)))
+    t = torch.linspace(0, 2 * math.pi, 120, dtype=torch.float64)
+    ring = 1.5 * torch.stack([t.cos(), t.sin()], 1)
+    a, b = torch.tensor([[-1.5, 0.0], [0.0, -1.5]], dtype=torch.float64), torch.tensor([[1.5, 0.0], [0.0, 1.5]], dtype=torch.float64)
+    kw = dict(T=16, graph=ring, knn=(3, 6), dp_knn=6, return_info=True)
+    _, every = geodesic_path(a, b, bump, **kw)
+    _, kept = geodesic_path(a, b, bump, keep=1, screen_steps=10, **kw)
+    _, line = geodesic_path(a, b, bump, T=16, return_info=True)
+    names = {"line", "graph3", "graph6", "dp", "dp_pocket", "dp_union"}
+    assert set(every["best"]) <= names and set(kept["best"]) <= names
+    assert (every["best_energy"] <= kept["best_energy"] * (1 + 1e-9)).all()           # a superset of full solves
+    assert (kept["best_energy"] < 0.2 * line["best_energy"]).all()                    # the screen keeps a detour
+    with pytest.raises(ValueError, match="needs the data graph"):
+        geodesic_path(a, b, bump, keep=1)
+    with pytest.raises(ValueError, match="knn must be"):
+        geodesic_path(a, b, bump, graph=ring, knn=(3, 3))

@@ -11,8 +11,8 @@ from .metrics import Metric
 
 # %% auto #0
 __all__ = ['RULES', 'path_energy', 'path_length', 'lerp_path', 'data_bounds', 'GeodesicConvergenceWarning', 'path_residual',
-           'resample_path', 'graph_path', 'geodesic_path', 'grad_log_lambda', 'geodesic_rhs', 'shoot',
-           'verify_geodesic', 'riemannian_speed', 'turning_angle', 'path_stats']
+           'resample_path', 'graph_path', 'pocket_nodes', 'dp_path', 'geodesic_path', 'grad_log_lambda', 'geodesic_rhs',
+           'shoot', 'verify_geodesic', 'riemannian_speed', 'turning_angle', 'path_stats']
 
 # %% ../../nbs/p11_ebm_geometry/02_geodesics.ipynb #ebe8f0bb
 RULES = ("left", "sym")
@@ -79,6 +79,12 @@ def resample_path(path, T: int) -> torch.Tensor:
     k = s.floor().long().clamp(max=N - 1); f = (s - k)[None, :, None]
     return (1 - f) * path[:, k] + f * path[:, k + 1]
 
+def _levels(T, levels):
+    "The coarse-to-fine schedule of `_solve`: ..., ceil(T/4), ceil(T/2), T (each >= 2)."
+    grid = [T]
+    for _ in range(levels): grid.insert(0, max(2, math.ceil(grid[0] / 2)))
+    return sorted(set(grid))
+
 def _minimise(x0, x1, inner, metric, steps, method, lr, rule):
     "One optimiser run over the interior points of a batch of paths; returns the new interior points."
     inner = inner.detach().clone().requires_grad_(True)
@@ -97,9 +103,7 @@ def _minimise(x0, x1, inner, metric, steps, method, lr, rule):
 
 def _solve(x0, x1, metric, T, steps, method, lr, rule, init, dev, dtype, gtol, restarts, levels):
     "One start of `geodesic_path`: batched solve, per-pair restarts, coarse-to-fine; paths (B, T+1, D) on `dev`."
-    grid = [T]                                   # coarse-to-fine schedule: ..., ceil(T/4), ceil(T/2), T (each >= 2)
-    for _ in range(levels): grid.insert(0, max(2, math.ceil(grid[0] / 2)))
-    grid = sorted(set(grid))
+    grid = _levels(T, levels)                    # coarse-to-fine schedule: ..., ceil(T/4), ceil(T/2), T (each >= 2)
     if init is None: P = lerp_path(x0, x1, grid[0])
     else:
         P0 = _check_path(init).to(dev, dtype)
@@ -176,6 +180,87 @@ def graph_path(x0, x1,                 # endpoint batches (B, D)
         found[b] = True
     return out, found
 
+def pocket_nodes(X,                     # data (n, D)
+                 metric: Metric,
+                 steps: int = 50,       # Adam steps
+                 lr: float = 0.05,      # Adam step size, in the data's units
+                 chunk: int = 4096,
+                ) -> torch.Tensor:
+    "The data points moved downhill on log of G's mean diagonal (Adam): the metric's pockets near the data; (n, D)."
+    X = torch.as_tensor(X, dtype=torch.float64)
+    if X.ndim != 2 or X.shape[1] != metric.dim: raise ValueError(f"X must be (n, {metric.dim}), got {tuple(X.shape)}")
+    if not isinstance(steps, int) or steps < 0: raise ValueError(f"steps must be an int >= 0, got {steps!r}")
+    out = []
+    for s in range(0, len(X), chunk):
+        x = X[s:s + chunk].clone().requires_grad_(True)
+        opt = torch.optim.Adam([x], lr=lr)
+        with torch.enable_grad():
+            for _ in range(steps):
+                opt.zero_grad(); metric.diag(x).mean(1).log().sum().backward(); opt.step()
+        out.append(x.detach())
+    return torch.cat(out)
+
+def dp_path(x0, x1,                    # endpoint batches (B, D)
+            X,                         # nodes (n, D): the data (or pocket_nodes)
+            metric: Metric,
+            T: int = 64,               # segments
+            knn: int = 20,             # moves: from a node to itself or to one of its knn nearest nodes
+            rule: str = "sym",
+            chunk: int = 64,           # pairs per dynamic-programming pass (memory ~ chunk * n * knn)
+           ) -> tuple[torch.Tensor, torch.Tensor]:
+    "Paths of least discrete energy among those whose T-1 interior points are nodes (dynamic programming); (paths, found)."
+    # min over v_1..v_{T-1} of sum_i c(v_i, v_{i+1}), c(a, b) = 1/2 g_ab |b - a|^2 T (path_energy's segment term, g_ab by
+    # `rule`), v_0 = x0, v_T = x1; v_1 among x0's knn nearest nodes, v_{T-1} among x1's, each step a move of the kNN graph
+    x0, x1 = torch.as_tensor(x0, dtype=torch.float64), torch.as_tensor(x1, dtype=torch.float64)
+    if x0.ndim == 1: x0, x1 = x0[None], x1[None]
+    X = torch.as_tensor(X, dtype=torch.float64).to(x0.device)
+    if X.ndim != 2 or x0.ndim != 2 or x0.shape != x1.shape or X.shape[1] != x0.shape[1] or len(X) == 0:
+        raise ValueError(f"X must be (n >= 1, D) and x0, x1 (B, D) with the same D, got {tuple(X.shape)}, {tuple(x0.shape)} "
+                         f"and {tuple(x1.shape)}")
+    if not isinstance(knn, int) or knn < 1: raise ValueError(f"knn must be an int >= 1, got {knn!r}")
+    if not isinstance(T, int) or T < 2: raise ValueError(f"T must be an int >= 2, got {T!r}")
+    if rule not in RULES: raise ValueError(f"rule must be one of {RULES}, got {rule!r}")
+    if not torch.isfinite(X).all(): raise ValueError("X contains NaN or inf")
+    n, dev = len(X), X.device
+    def cost(a, ga, b, gb):                                      # segment energies, broadcast over leading dims
+        g = 0.5 * (ga + gb) if rule == "sym" else ga
+        return 0.5 * (g * (b - a) ** 2).sum(-1) * T
+    with torch.no_grad():
+        gX = torch.cat([metric.diag(X[s:s + 4096]) for s in range(0, n, 4096)])
+        k = min(knn, n - 1)
+        nb = [torch.arange(n, device=dev)[:, None]]               # in-moves of node v: stay, or from its k nearest
+        for s in range(0, n if k > 0 else 0, 2048):
+            d = torch.cdist(X[s:s + 2048], X); i = torch.arange(len(d), device=dev)
+            d[i, i + s] = float("inf")                            # no self-loop among the k nearest
+            nb.append(d.topk(k, largest=False).indices)
+        nb = torch.cat([nb[0], torch.cat(nb[1:])], 1) if k > 0 else nb[0]   # (n, k + 1)
+        C = cost(X[nb], gX[nb], X[:, None], gX[:, None])          # C[v, m]: the move nb[v, m] -> v
+        k0 = min(knn, n)
+        out, found = lerp_path(x0, x1, T).clone(), torch.zeros(len(x0), dtype=torch.bool, device=x0.device)
+        for s in range(0, len(x0), chunk):
+            a, b = x0[s:s + chunk], x1[s:s + chunk]; Bc = len(a); rows = torch.arange(Bc, device=dev)
+            ga, gb = metric.diag(a), metric.diag(b)
+            s0 = torch.cdist(a, X).topk(k0, largest=False).indices                   # v_1 candidates
+            acc = torch.full((Bc, n), float("inf"), dtype=torch.float64, device=dev)
+            acc.scatter_(1, s0, cost(a[:, None], ga[:, None], X[s0], gX[s0]))
+            back = []
+            for _ in range(T - 2):                                                    # v_2 .. v_{T-1}
+                acc, arg = (acc[:, nb] + C[None]).min(-1)
+                back.append(nb.gather(1, arg.T).T.to(torch.int32))                   # predecessor of each node
+            s1 = torch.cdist(b, X).topk(k0, largest=False).indices
+            fin = acc.gather(1, s1) + cost(X[s1], gX[s1], b[:, None], gb[:, None])
+            best, m = fin.min(1)
+            idx = [s1.gather(1, m[:, None])[:, 0]]
+            for bk in reversed(back): idx.append(bk[rows, idx[-1]].long())
+            idx = torch.stack(idx[::-1], 1)                                            # (Bc, T-1)
+            ok = torch.isfinite(best)                                                  # unreachable in T-1 moves: line
+            P = torch.cat([a[:, None], X[idx], b[:, None]], 1)
+            out[s:s + chunk][ok] = P[ok]; found[s:s + chunk] = ok
+    return out, found
+
+def _start_names(knn):
+    return ["graph"] if isinstance(knn, int) else [f"graph{k}" for k in knn]
+
 def geodesic_path(x0, x1,                      # endpoint batches (B, D) (or single points (D,))
                   metric: Metric,
                   T: int = 64,                  # number of segments (paper: 100 time steps)
@@ -191,7 +276,12 @@ def geodesic_path(x0, x1,                      # endpoint batches (B, D) (or sin
                   restarts: int = 10,           # re-solve each pair still above gtol on its own, up to this many more times
                   levels: int = 0,              # coarse-to-fine: first solve at ~T/2^levels segments, then upsample
                   graph=None,                   # data (n, D): also start from the kNN-graph Dijkstra path (graph_path)
-                  knn: int = 10,                # neighbours of that graph
+                  knn: int | tuple = 10,        # neighbours of that graph; a tuple: one Dijkstra start per value
+                  dp_knn: int | None = None,    # with graph: also the least-energy node paths (dp_path) with these moves, on
+                                                # the data ("dp"), on its pocket_nodes ("dp_pocket") and on both ("dp_union")
+                  keep: int | None = None,      # screen the starts other than the line/init: a short pass, and only each
+                                                # pair's `keep` lowest go on to the full solve (None: solve every start)
+                  screen_steps: int = 25,       # L-BFGS iterations of the screening pass (at the coarsest level)
                   starts: dict | None = None,   # further named starting paths {name: (B, T'+1, D)}
                   return_info: bool = False,    # also return the per-start energies, the chosen start, the residuals
                  ):
@@ -205,27 +295,63 @@ def geodesic_path(x0, x1,                      # endpoint batches (B, D) (or sin
     if method not in ("lbfgs", "adam"): raise ValueError(f"method must be 'lbfgs' or 'adam', got {method!r}")
     if not isinstance(restarts, int) or restarts < 0: raise ValueError(f"restarts must be an int >= 0, got {restarts!r}")
     if not isinstance(levels, int) or levels < 0: raise ValueError(f"levels must be an int >= 0, got {levels!r}")
-    if starts is not None and (not isinstance(starts, dict) or {"line", "init", "graph"} & set(starts)):
-        raise ValueError(f"starts must be a dict of named paths other than 'line', 'init', 'graph', got {starts!r:.80}")
+    ks = (knn,) if isinstance(knn, int) else tuple(knn) if isinstance(knn, (tuple, list)) else ()
+    if not ks or not all(isinstance(k, int) and not isinstance(k, bool) and k >= 1 for k in ks) or len(set(ks)) != len(ks):
+        raise ValueError(f"knn must be an int >= 1 or a tuple of distinct such ints, got {knn!r}")
+    for nm, v in (("dp_knn", dp_knn), ("keep", keep)):
+        if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1): raise ValueError(f"{nm} must be None or an int >= 1, got {v!r}")
+        if v is not None and graph is None: raise ValueError(f"{nm} needs the data graph (graph=X)")
+    if not isinstance(screen_steps, int) or screen_steps < 1: raise ValueError(f"screen_steps must be an int >= 1, got {screen_steps!r}")
+    reserved = {"line", "init", "graph", "dp", "dp_pocket", "dp_union"} | set(_start_names(knn if isinstance(knn, int) else ks))
+    if starts is not None and (not isinstance(starts, dict) or reserved & set(starts)):
+        raise ValueError(f"starts must be a dict of named paths other than {sorted(reserved)}, got {starts!r:.80}")
     if bounds is not None:
         lo, hi = (torch.as_tensor(b, dtype=dtype) for b in bounds)
         out = ((x0 < lo) | (x0 > hi) | (x1 < lo) | (x1 > hi)).any(1)
         if out.any(): raise ValueError(f"{int(out.sum())} endpoint pair(s) outside the data range [{lo.tolist()}, {hi.tolist()}]")
     dev = get_device("auto") if device is None else torch.device(device)
     x0, x1 = x0.to(dev), x1.to(dev)
-    inits = {"line" if init is None else "init": init}
-    found = None
+    base = "line" if init is None else "init"
+    inits, found = {base: init}, None
     if graph is not None:
-        inits["graph"], found = graph_path(x0.cpu(), x1.cpu(), graph, metric, T=T, knn=knn)
+        for nm, k in zip(_start_names(knn if isinstance(knn, int) else ks), ks):
+            inits[nm], f = graph_path(x0.cpu(), x1.cpu(), graph, metric, T=T, knn=k)
+            found = f if found is None else found | f
+        if dp_knn is not None:                                          # least-energy node paths, on the data and pockets
+            Xg = torch.as_tensor(graph, dtype=torch.float64).to(dev); pk = pocket_nodes(Xg, metric)
+            for nm, nodes in (("dp", Xg), ("dp_pocket", pk), ("dp_union", torch.cat([Xg, pk]))):
+                inits[nm], f = dp_path(x0.double(), x1.double(), nodes, metric, T=T, knn=dp_knn, rule=rule)
+                found = found | f.cpu()
     inits.update(starts or {})
-    sols, energy = {}, {}
-    for name, P0 in inits.items():
-        sols[name] = _solve(x0, x1, metric, T, steps, method, lr, rule, P0, dev, dtype, gtol, restarts, levels)
-        with torch.no_grad(): energy[name] = path_energy(sols[name], metric, rule).cpu()
-    names = list(sols)
-    Es = torch.stack([energy[n] for n in names])                        # (n_starts, B)
+    B, ar = len(x0), torch.arange(len(x0), device=dev)
+    rest = [n for n in inits if n != base]
+    slots = [[base]] + ([[n] for n in rest] if keep is None or len(rest) <= keep else [])   # start name(s) per solve
+    paths = {n: inits[n] for n in inits}
+    screen = None
+    if keep is not None and len(rest) > keep:                           # successive halving: screen, then keep the best
+        Tc = _levels(T, levels)[0]; cand, screen = {}, {}
+        for n in rest:
+            P0 = _check_path(inits[n]).to(dev, dtype)
+            if P0.shape[0] != B or P0.shape[2] != x0.shape[1]:
+                raise ValueError(f"start {n!r} must have shape {(B, T + 1, x0.shape[1])}, got {tuple(P0.shape)}")
+            P0 = resample_path(P0, Tc)
+            cand[n] = torch.cat([x0[:, None], _minimise(x0, x1, P0[:, 1:-1], metric, screen_steps, method, lr, rule), x1[:, None]], 1)
+            with torch.no_grad(): screen[n] = path_energy(cand[n], metric, rule).cpu()
+        order = torch.stack([screen[n] for n in rest]).nan_to_num(float("inf")).argsort(0)[:keep]   # (keep, B)
+        for r in range(keep):
+            nm = [rest[int(o)] for o in order[r]]
+            slots.append(nm); paths[tuple(nm)] = torch.stack([cand[m][b] for b, m in enumerate(nm)])
+    sols, energy = [], {n: torch.full((B,), float("nan"), dtype=torch.float64) for n in inits}
+    for nm in slots:
+        key = nm[0] if len(nm) == 1 else tuple(nm)
+        S = _solve(x0, x1, metric, T, steps, method, lr, rule, paths[key], dev, dtype, gtol, restarts, levels)
+        with torch.no_grad(): e = path_energy(S, metric, rule).cpu()
+        names = nm * B if len(nm) == 1 else nm
+        for b, m in enumerate(names): energy[m][b] = e[b]
+        sols.append((S, e, names))
+    Es = torch.stack([e for _, e, _ in sols])                           # (n_solves, B)
     best = Es.nan_to_num(float("inf")).argmin(0)
-    P = torch.stack([sols[n] for n in names])[best.to(dev), torch.arange(len(x0), device=dev)].detach()
+    P = torch.stack([S for S, _, _ in sols])[best.to(dev), ar].detach()
     r = path_residual(P, metric, rule).cpu() if gtol is not None else None
     if gtol is not None:
         bad = torch.nonzero(~(r <= gtol)).ravel().tolist()
@@ -236,8 +362,8 @@ def geodesic_path(x0, x1,                      # endpoint batches (B, D) (or sin
                           f"pairs [{shown}]. Raise `steps` or `restarts`, try `levels`, or check the metric.",
                           GeodesicConvergenceWarning, stacklevel=2)
     if not return_info: return P.cpu()
-    info = dict(energy=energy, best=[names[int(b)] for b in best], best_energy=Es.gather(0, best[None])[0],
-                residual=r, stationary=None if r is None else (r <= gtol), graph_found=found)
+    info = dict(energy=energy, best=[sols[int(s)][2][b] for b, s in enumerate(best)], best_energy=Es.gather(0, best[None])[0],
+                residual=r, stationary=None if r is None else (r <= gtol), graph_found=found, screen_energy=screen)
     return P.cpu(), info
 
 

@@ -10,9 +10,9 @@ import torch
 from .data import _as_points
 
 # %% auto #0
-__all__ = ['FORMS', 'CalibrationError', 'calibrate', 'calibrate_grid', 'MetricError', 'Metric', 'euclidean', 'energy_metric',
-           'inverse_density_metric', 'calibration_sets', 'toy_grid', 'energy_metrics', 'fit_rbf', 'rbf_metric',
-           'land_h', 'land_metric']
+__all__ = ['FORMS', 'CalibrationError', 'calibrate', 'calibrate_grid', 'MetricError', 'Metric', 'euclidean', 'softplus_floor',
+           'softplus_floor_inverse', 'energy_metric', 'inverse_density_metric', 'calibration_sets', 'toy_grid',
+           'energy_metrics', 'fit_rbf', 'rbf_metric', 'land_h', 'land_metric']
 
 # %% ../../nbs/p11_ebm_geometry/01_metrics.ipynb #7aae8bc3
 class CalibrationError(ValueError):
@@ -124,14 +124,33 @@ def euclidean(dim: int = 2) -> Metric:
     "The Euclidean metric G = I (geodesics are straight lines)."
     return Metric("euclidean", lambda x: torch.ones(x.shape[0], dtype=x.dtype, device=x.device), True, dim)
 
+def softplus_floor(u: torch.Tensor,   # the affine energy alpha E + beta
+                   floor: float,      # the floor: lambda -> floor as u -> -inf
+                   smooth: float,     # s: the width of the bend, in lambda units
+                  ) -> torch.Tensor:
+    "The smooth floor floor + s log(1 + exp((u - floor)/s)): ~u above the floor, ~floor below, floor + s ln 2 at u = floor."
+    return floor + torch.nn.functional.softplus(u - floor, beta=1.0 / smooth)
+
+def softplus_floor_inverse(lam: float, floor: float, smooth: float) -> float:
+    "The u with softplus_floor(u, floor, smooth) = lam (lam > floor)."
+    if not lam > floor: raise ValueError(f"lambda must be above the floor {floor}, got {lam}")
+    y = (lam - floor) / smooth                       # u = floor + s log(e^y - 1) = floor + s (y + log(1 - e^-y))
+    return floor + smooth * (y + math.log(-math.expm1(-y)))
+
 def energy_metric(energy: Callable,     # x (n, D) -> E(x) (n,): an EBM energy or -log p_M
                   alpha, beta,          # calibration constants
                   dim: int = 2, name: str = "G_E",
                   floor: float | None = None,   # lambda = max(alpha E + beta, floor) if given (the code's min_h-style clip)
+                  smooth: float | None = None,  # with a floor: bend it smoothly over ~smooth (softplus_floor), no kink
                   **info) -> Metric:
-    "G_E(x) = (alpha E(x) + beta) I: directly scaling the raw energy (§3.3); optionally floored."
+    "G_E(x) = (alpha E(x) + beta) I: directly scaling the raw energy (§3.3); optionally floored, with a kink or smoothly."
     if floor is not None and not floor > 0: raise ValueError(f"floor must be positive, got {floor}")
+    if smooth is not None and (floor is None or not (math.isfinite(smooth) and smooth > 0)):
+        raise ValueError(f"smooth must be a positive finite number and needs a floor, got smooth={smooth!r}, floor={floor!r}")
     if floor is None: return Metric(name, lambda x: _on(alpha, x) * energy(x) + _on(beta, x), True, dim, dict(alpha=alpha, beta=beta, **info))
+    if smooth is not None:
+        return Metric(name, lambda x: softplus_floor(_on(alpha, x) * energy(x) + _on(beta, x), floor, smooth), True, dim,
+                      dict(alpha=alpha, beta=beta, floor=floor, smooth=smooth, **info))
     return Metric(name, lambda x: (_on(alpha, x) * energy(x) + _on(beta, x)).clamp_min(floor), True, dim,
                   dict(alpha=alpha, beta=beta, floor=floor, **info))
 
