@@ -136,17 +136,53 @@ def execute_notebook(src: Path,          # the notebook
     write_nb(raw, dest)
     return ok, err
 
-def _exec_subprocess(src: Path, dest: Path, timeout: float) -> tuple[bool, str]:
-    "`execute_notebook` in a fresh Python (one notebook's state never leaks into the next)."
-    env = {**os.environ, "IN_TEST": "1", "NEURIPS25_PROGRESS": "0",
-           "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
-           "MKL_NUM_THREADS": os.environ.get("MKL_NUM_THREADS", "1")}
+_PRELOAD = ("numpy", "scipy.stats", "pandas", "matplotlib.pyplot", "sklearn.linear_model", "torch", "IPython",
+            "execnb.shell", "nbdev.process", "nbdev.frontmatter")    # imported once by the fork server
+
+def _exec_child(src: str, dest: str, result: str) -> None:
+    "In a fork of the server: run one notebook; (ok, error) as JSON into `result`, stray output into `result`.log."
+    log = os.open(result + ".log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    ok, err = execute_notebook(Path(src), Path(dest))
+    Path(result).write_text(json.dumps({"ok": ok, "err": err[-4000:]}))
+
+def _exec_context():
+    "The forkserver context, its server started (once) with the preload list and a notebook's environment."
+    import multiprocessing
+    import multiprocessing.forkserver
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(list(_PRELOAD))
+    saved = dict(os.environ)
+    os.environ.update(IN_TEST="1", NEURIPS25_PROGRESS="0", OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"),
+                      MKL_NUM_THREADS=os.environ.get("MKL_NUM_THREADS", "1"))
     try:
-        r = subprocess.run([sys.executable, "-m", "neurips25.docs", "_exec", str(src), str(dest)], env=env,
-                           capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return False, f"timed out after {timeout:.0f} s"
-    return r.returncode == 0, (r.stderr[-4000:] if r.returncode else "")
+        multiprocessing.forkserver.ensure_running()     # the server keeps this environment; ours is restored
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    return ctx
+
+def _exec_subprocess(src: Path, dest: Path, timeout: float) -> tuple[bool, str]:
+    "`execute_notebook` in a fresh process forked from the preloaded server (no notebook's state leaks into the next)."
+    import tempfile
+    from neurips25.docs import _exec_child as child     # by module (the server unpickles it by name, not __main__)
+    # not a daemon: a notebook that builds a site (this one) starts processes of its own; we always join or kill it
+    with tempfile.TemporaryDirectory(prefix="neurips25-docs-exec-") as d:
+        res = os.path.join(d, "result.json")
+        p = _exec_context().Process(target=child, args=(str(src), str(dest), res))
+        p.start()
+        p.join(timeout)
+        if p.is_alive():
+            p.kill()
+            p.join()
+            return False, f"timed out after {timeout:.0f} s"
+        if os.path.isfile(res):
+            r = json.loads(Path(res).read_text())
+            return bool(r["ok"]), r["err"]
+        tail = Path(res + ".log").read_text(errors="replace")[-4000:] if os.path.isfile(res + ".log") else ""
+        return False, f"the notebook's process ended with exit code {p.exitcode} and no result:\n{tail}"
+
 
 # %% ../nbs/04_docs.ipynb #febff76c
 def _strip_cell(cell) -> bool:
