@@ -146,6 +146,9 @@ def _exec_child(src: str, dest: str, result: str) -> None:
     os.dup2(log, 2)
     ok, err = execute_notebook(Path(src), Path(dest))
     Path(result).write_text(json.dumps({"ok": ok, "err": err[-4000:]}))
+    import atexit, threading    # end as a Python does (a multiprocessing child skips this), so that e.g. joblib's
+    threading._shutdown()       # worker pool shuts down now; without it the child waits out loky's 300 s idle timeout
+    atexit._run_exitfuncs()
 
 def _exec_context():
     "The forkserver context, its server started (once) with the preload list and a notebook's environment."
