@@ -137,7 +137,7 @@ def execute_notebook(src: Path,          # the notebook
     return ok, err
 
 _PRELOAD = ("numpy", "scipy.stats", "pandas", "matplotlib.pyplot", "sklearn.linear_model", "torch", "IPython",
-            "execnb.shell", "nbdev.process", "nbdev.frontmatter")    # imported once by the fork server
+            "execnb.shell", "nbdev.process", "nbdev.frontmatter", "transformers", "neurips25.runner")  # by the server
 
 def _exec_child(src: str, dest: str, result: str) -> None:
     "In a fork of the server: run one notebook; (ok, error) as JSON into `result`, stray output into `result`.log."
