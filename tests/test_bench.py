@@ -12,12 +12,32 @@ from neurips25.runner import bench
 
 
 def test_readme_table_is_the_rendering_of_the_recorded_results():
-    # what CI checks: README.md's block == render(outputs/bench.json, or "none recorded"); nothing is run
+    # what CI checks: README.md's block == render(outputs/bench.json, or on a fresh clone the record the README keeps
+    # in its block, or "none recorded"); nothing is run
     rc, out, err = cli(REPO, "bench", "readme", "--check")
     assert rc == 0, out + err
     js = REPO / "outputs" / "bench.json"
-    rep = json.loads(js.read_text()) if js.is_file() else None
+    rep = json.loads(js.read_text()) if js.is_file() else bench.readme_record(REPO / "README.md")
     assert bench.readme_is_current(REPO / "README.md", rep)
+
+
+def test_a_fresh_clone_keeps_the_recorded_table(tmp_path):
+    # no outputs/bench.json (it is per machine and not committed): `readme` keeps the README's recorded table and
+    # `--check` verifies it against the record in the block; a hand edit of the table is caught
+    readme, js = tmp_path / "README.md", tmp_path / "bench.json"
+    readme.write_text(f"# t\n\n{bench.START}\nstale\n{bench.END}\n")
+    js.write_text(json.dumps(REP))
+    args = ("bench", "readme", "--json", str(js), "--readme-file", str(readme))
+    assert cli(REPO, *args)[0] == 0
+    text = readme.read_text()
+    js.unlink()
+    rc, out, err = cli(REPO, *args)
+    assert rc == 0 and "keeps its recorded table" in out and readme.read_text() == text
+    rc, out, err = cli(REPO, *args, "--check")
+    assert rc == 0 and "the README's own record" in out
+    readme.write_text(text.replace("17.2×", "99×"))
+    rc, out, err = cli(REPO, *args, "--check")
+    assert rc == 1 and "not the rendering of the README's own record" in err
 
 
 REP = {"finished": "2026-01-02T03:04:05+00:00", "host": {"cpu": "Some CPU", "cpus": 2, "python": "3.11.7",

@@ -10,9 +10,9 @@ from .registry import RunnerError
 from .store import now, write_json
 
 # %% auto #0
-__all__ = ['BENCHMARKS', 'ONE_THREAD', 'START', 'END', 'select_benchmarks', 'run_one', 'host_info', 'bench_path',
-           'run_benchmarks', 'render_bench', 'readme_block', 'update_readme', 'readme_is_current', 'bench_args',
-           'cmd_bench']
+__all__ = ['BENCHMARKS', 'ONE_THREAD', 'START', 'END', 'RECORD', 'select_benchmarks', 'run_one', 'host_info', 'bench_path',
+           'run_benchmarks', 'bench_record', 'readme_record', 'render_bench', 'readme_block', 'update_readme',
+           'readme_is_current', 'bench_args', 'cmd_bench']
 
 # %% ../../nbs/01i_bench.ipynb #6d9a7765
 def _row(df, col: str, value) -> dict:
@@ -269,9 +269,37 @@ def _secs(s) -> str:
 def _md(v) -> str:
     return str(v if v is not None else "").replace("|", "\\|").replace("\n", " ")
 
+RECORD = "<!-- bench-record "
+
+def bench_record(rep: dict | None) -> dict | None:
+    "What the table shows of a bench.json: date, host and per benchmark id, module, status, error, headline."
+    if not rep:
+        return None
+    keep = ("id", "module", "status", "error", "headline")
+    return {"finished": rep.get("finished"), "host": {k: (rep.get("host") or {}).get(k) for k in
+            ("cpu", "cpus", "python", "numpy", "torch")},
+            "benchmarks": [{k: r[k] for k in keep if r.get(k) is not None} for r in rep.get("benchmarks", [])]}
+
+def _record_line(rec: dict) -> str:
+    "The record as one HTML comment (compact JSON; `--` escaped so the comment cannot end early)."
+    return RECORD + json.dumps(rec, sort_keys=True, separators=(",", ":"), ensure_ascii=True).replace("--", "-\\u002d") + " -->"
+
+def readme_record(readme: Path) -> dict | None:
+    "The record a README's bench block was rendered from (None: the block has none)."
+    text = Path(readme).read_text()
+    i, j = readme_block(text)
+    m = re.search(re.escape(RECORD) + r"(\{.*\}) -->", text[i:j])
+    if not m:
+        return None
+    try:
+        return json.loads(m.group(1))
+    except json.JSONDecodeError as e:
+        raise RunnerError(f"the bench record in {readme} is not valid JSON ({e}): run `neurips25 bench readme`")
+
 def render_bench(rep: dict | None) -> str:
-    "The Markdown between the README's bench markers, from a bench.json (None: none recorded yet)."
+    "The Markdown between the README's bench markers, from a bench.json or its record (None: none recorded yet)."
     L = [START, ""]
+    rep = bench_record(rep)
     if not rep:
         L += ["No benchmark run is recorded yet (`outputs/bench.json`): `make bench` runs every series' benchmark "
               "with one thread and writes this table.", ""]
@@ -292,7 +320,7 @@ def render_bench(rep: dict | None) -> str:
         L.append(f"| {_md(r['id'])} | {_md(x.get('what'))} (`{_md(r['module'])}`) | "
                  f"{_md(x.get('ours'))}{t('ours_s')} | "
                  f"{_md(x.get('baseline'))}{t('baseline_s')} | {_ratio(x.get('ratio'))} | {_md(x.get('note'))} |")
-    return "\n".join(L + ["", END])
+    return "\n".join(L + ["", _record_line(rep), "", END])
 
 def readme_block(text: str) -> tuple[int, int]:
     "Start and end offsets of the bench block in a README's text (a clear error without one)."
@@ -339,15 +367,19 @@ def cmd_bench(args) -> int:
               + (f"; results: {rep['path']}" if "path" in rep else ""))
         return 1 if bad else 0
     if args.names: raise RunnerError("bench readme takes no benchmark names")
-    rep = json.loads(js.read_text()) if js.is_file() else None
     readme = Path(args.readme_file) if args.readme_file else root / "README.md"
+    # this machine's results when there are any; else the record the README's table was rendered from (fresh clone)
+    rep = json.loads(js.read_text()) if js.is_file() else readme_record(readme)
+    what = js if js.is_file() else "the README's own record" if rep else "no results"
     if args.check:
         if readme_is_current(readme, rep):
-            print(f"bench: the performance table of {readme} is the rendering of {js if rep else 'no results'}")
+            print(f"bench: the performance table of {readme} is the rendering of {what}")
             return 0
-        print(f"bench: the performance table of {readme} is not the rendering of {js if rep else 'no results'}: "
+        print(f"bench: the performance table of {readme} is not the rendering of {what}: "
               "run `neurips25 bench readme`", file=sys.stderr)
         return 1
+    if not js.is_file() and rep:
+        print(f"bench: no {js} on this machine: the README keeps its recorded table (`make bench` replaces it)")
     changed = update_readme(readme, rep)
     from neurips25.docsync import sync_index
     if readme.resolve() == (root / "README.md").resolve():      # the landing notebook carries the README's text
