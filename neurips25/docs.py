@@ -2,7 +2,7 @@
 
 # %% ../nbs/04_docs.ipynb #5f5cfe14
 from __future__ import annotations
-import argparse, hashlib, html.parser, json, os, re, shutil, subprocess, sys, time
+import argparse, functools, hashlib, json, os, re, shutil, subprocess, sys, threading, time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,7 +11,7 @@ from . import core
 
 # %% auto #0
 __all__ = ['DOCS_VERSION', 'PROFILE_ORDER', 'TOOLING', 'SKIP_TOP', 'GIT_URL', 'COPIED', 'MATHJAX_CONFIG', 'STAGES', 'Notebook',
-           'SeriesDoc', 'collect', 'notebook_key', 'execute_notebook', 'notebook_markdown', 'api_markdown',
+           'SeriesDoc', 'collect', 'notebook_key', 'execute_notebook', 'notebook_markdown', 'api_markdown', 'page_refs',
            'check_site', 'nav_title', 'best_run', 'stale_banner', 'results_markdown', 'claims_markdown', 'run_table',
            'run_summary', 'artefact_top', 'landing_status', 'readme_table', 'report_markdown', 'BuildState', 'plan',
            'stage_execute', 'stage_pages', 'stage_api', 'stage_landing', 'site_config', 'stage_config', 'stage_check',
@@ -150,11 +150,17 @@ def _exec_child(src: str, dest: str, result: str) -> None:
     threading._shutdown()       # worker pool shuts down now; without it the child waits out loky's 300 s idle timeout
     atexit._run_exitfuncs()
 
+_SERVER = {"started": False, "lock": threading.Lock()}
+
 def _exec_context():
     "The forkserver context, its server started (once) with the preload list and a notebook's environment."
     import multiprocessing
     import multiprocessing.forkserver
     ctx = multiprocessing.get_context("forkserver")
+    with _SERVER["lock"]:       # os.environ is swapped only for the first start: other threads may be reading it later
+        if _SERVER["started"]:
+            return ctx
+        _SERVER["started"] = True
     ctx.set_forkserver_preload(list(_PRELOAD))
     saved = dict(os.environ)
     os.environ.update(IN_TEST="1", NEURIPS25_PROGRESS="0", OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"),
@@ -267,12 +273,17 @@ def _clean_outputs(cell) -> None:
         kept.append(o)
     cell["outputs"] = kept
 
+@functools.lru_cache(maxsize=1)
+def _markdown_exporter():
+    "One nbconvert MarkdownExporter per process (a new one compiles its Jinja templates again: ~0.1 s a page)."
+    from nbconvert import MarkdownExporter
+    return MarkdownExporter()
+
 def notebook_markdown(nb_file: Path,      # executed (or source) notebook
                       stem: str,          # name of the page; its images go to `<stem>_files/`
                       src_dir: Path, root: Path, page_of: dict, page: str,
                      ) -> tuple[str, dict]:
     "A notebook as Markdown for the site, and its extracted images {relative path: bytes}."
-    from nbconvert import MarkdownExporter
     nb = nbformat.read(nb_file, as_version=4)
     nb.cells = [c for c in nb.cells if _fold_parameters(c) or _strip_cell(c)]
     for c in nb.cells:
@@ -281,8 +292,8 @@ def notebook_markdown(nb_file: Path,      # executed (or source) notebook
         else:
             _clean_outputs(c)
     nb.metadata.setdefault("language_info", {"name": "python"})   # fenced code blocks get Python highlighting
-    ex = MarkdownExporter()
-    body, res = ex.from_notebook_node(nb, resources={"output_files_dir": f"{stem}_files", "unique_key": stem})
+    res_in = {"output_files_dir": f"{stem}_files", "unique_key": stem}
+    body, res = _markdown_exporter().from_notebook_node(nb, resources=res_in)
     body = re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", body)   # ANSI colours of tracebacks
     return body, dict(res.get("outputs", {}))
 
@@ -361,14 +372,14 @@ def api_markdown(module: str,       # module path below neurips25, e.g. "fedfact
     return "\n\n".join(parts) if parts else "*No public functions or classes.*"
 
 # %% ../nbs/04_docs.ipynb #679176e3
-class _Refs(html.parser.HTMLParser):
-    def __init__(self):
-        super().__init__()
-        self.refs = []
-    def handle_starttag(self, tag, attrs):
-        a = dict(attrs)
-        for k in ("href", "src"):
-            if a.get(k) is not None: self.refs.append((tag, k, a[k]))
+def page_refs(text: str) -> list[tuple[str, str, str]]:
+    "(tag, attribute, url) of every `href`/`src` of an HTML page, parsed by lxml (comments, script bodies: no tags)."
+    import lxml.html
+    if not text.strip():
+        return []
+    doc = lxml.html.document_fromstring(text)
+    return [(el.tag, k, el.get(k)) for el in doc.iter() if isinstance(el.tag, str)
+            for k in ("href", "src") if el.get(k) is not None]
 
 def check_site(site: Path,   # a built site
               ) -> list[str]:
@@ -376,9 +387,7 @@ def check_site(site: Path,   # a built site
     site, problems = Path(site), []
     for page in sorted(site.rglob("*.html")):
         if "assets/mathjax" in page.as_posix(): continue
-        p = _Refs()
-        p.feed(page.read_text(errors="replace"))
-        for tag, attr, url in p.refs:
+        for tag, attr, url in page_refs(page.read_text(errors="replace")):
             where = f"{page.relative_to(site)}: <{tag} {attr}={url!r}>"
             if re.match(r"^(https?:)?//", url):
                 if tag in ("img", "script") or (tag == "link" and attr == "href"):
@@ -514,11 +523,11 @@ def _insert_after_title(body: str, extra: str) -> str:
     if not m or body[:m.start()].strip(): return extra + "\n" + body
     return body[:m.end()] + "\n\n" + extra + "\n" + body[m.end():]
 
-def landing_status(root: Path, outputs: Path) -> dict:
+def landing_status(root: Path, outputs: Path, best: dict | None = None) -> dict:
     "Series folder -> status text of the landing page: REPORT's `status_rows`, 'not yet run' where nothing ran."
     from neurips25.runner.registry import load_registry
     from neurips25.runner.report import status_rows
-    st = status_rows(root, outputs)
+    st = status_rows(root, outputs, best)       # `best`: the pages stage's best_records (collecting twice costs ~5 s)
     return {s.folder: st.get(s.folder, "not yet run (`make reproduce`)") for s in load_registry(root, errors={})}
 
 def readme_table(readme: Path, built: set[str], api_pages: dict,
@@ -640,6 +649,7 @@ class BuildState:
     executed: dict = field(default_factory=dict)     # execute: notebook path -> executed copy (or the failing one)
     writer: object = None                            # pages: the _Writer of the site's source
     nav: list = field(default_factory=list)          # pages: the series' nav entries
+    best: dict = field(default_factory=dict)         # pages: artefact id -> the run REPORT counts (report.best_records)
     sig: str = ""                                    # config: the signature of a sound build's config
     mkdocs_ran: bool = False                         # config: mkdocs built the site (it was not up to date)
     stats: dict = field(default_factory=lambda: {"executed": 0, "reused": 0, "converted": 0, "failures": [],
@@ -686,13 +696,21 @@ def stage_execute(st: BuildState) -> None:
             tmp.rename(dest)
         st.log(f"docs: executed {n.path.relative_to(st.root)} in {time.time() - t:.1f} s" + ("" if ok else "  FAILED"))
         return n, ok, err, (dest if ok else tmp if tmp.is_file() else n.path)
-    with ThreadPoolExecutor(max(1, st.jobs)) as ex:
-        for n, ok, err, f in ex.map(run_one, todo):
-            st.stats["executed"] += 1
-            st.executed[n.path] = f
-            if not ok:
-                st.stats["failures"].append(f"{n.path.relative_to(st.root)}: the notebook fails when executed:\n"
-                                            f"{err.strip()[-2000:]}")
+    if todo:
+        _exec_context()         # the server starts (with the notebooks' environment) before the API thread starts
+    # while the notebooks run (in other processes), this process renders the API pages' bodies into their cache
+    warm = threading.Thread(target=_warm_api, args=(st,), name="docs-api-warm", daemon=True)
+    warm.start()
+    try:
+        with ThreadPoolExecutor(max(1, st.jobs)) as ex:
+            for n, ok, err, f in ex.map(run_one, todo):
+                st.stats["executed"] += 1
+                st.executed[n.path] = f
+                if not ok:
+                    st.stats["failures"].append(f"{n.path.relative_to(st.root)}: the notebook fails when executed:\n"
+                                                f"{err.strip()[-2000:]}")
+    finally:
+        warm.join()
 
 def _page(st: BuildState, nb_file: Path, page: str, extra_top: str = "", src_dir: Path | None = None) -> None:
     "Write one notebook page (and its images) into the site's source, `extra_top` right after its title."
@@ -759,12 +777,34 @@ def stage_pages(st: BuildState) -> None:
     st.writer = _Writer(st.src)
     for n in st.lib_nbs:
         _page(st, st.executed[n.path], n.page, _api_link(st, n), n.path.parent)
-    best = best_records(collect_runs(st.root, st.outputs))   # the records REPORT.md counts, staleness included
+    st.best = best_records(collect_runs(st.root, st.outputs))   # the records REPORT.md counts, staleness included
     for s in st.series:
-        _series_page(st, s, best)
+        _series_page(st, s, st.best)
+
+def _api_body(st: BuildState, mod: str, shared_hash: str) -> str:
+    "A module's API section (`api_markdown`), cached under the renderer, the module's code and the shared modules."
+    key = hashlib.sha256((_renderer_key() + core.library_hash([f"neurips25.{mod}"]) + shared_hash).encode()).hexdigest()
+    cf = st.work / "api" / f"{mod}-{key}.md"
+    if cf.is_file():
+        return cf.read_text()
+    body = api_markdown(mod)
+    tmp = cf.with_name(f".{cf.name}.{threading.get_ident()}.tmp")     # whole or absent: never half-written
+    tmp.write_text(body)
+    os.replace(tmp, cf)
+    return body
+
+def _warm_api(st: BuildState) -> None:
+    "Fill the API cache (run by `stage_execute` while the notebooks execute); a failure is left for `stage_api`."
+    shared_hash = core.library_hash(_shared_modules(st.root / "neurips25"))
+    for mods in st.api_mods.values():
+        for mod, _ in mods:
+            try:
+                _api_body(st, mod, shared_hash)
+            except Exception:       # stage_api renders it again and reports the failure with the page
+                pass
 
 def stage_api(st: BuildState) -> None:
-    "One API page per package, a section per module (cached under the library hash)."
+    "One API page per package, a section per module (cached; mostly rendered during `stage_execute`)."
     pages_src = {n.page: n.path for n in st.lib_nbs}
     shared_hash = core.library_hash(_shared_modules(st.root / "neurips25"))
     for top, mods in st.api_mods.items():
@@ -772,11 +812,7 @@ def stage_api(st: BuildState) -> None:
         for mod, page in sorted(mods):
             rel = os.path.relpath(page, "api")
             try:
-                key = hashlib.sha256((_renderer_key() + core.library_hash([f"neurips25.{mod}"]) +
-                                      shared_hash).encode()).hexdigest()
-                cf = st.work / "api" / f"{mod}-{key}.md"
-                body = cf.read_text() if cf.is_file() else api_markdown(mod)
-                cf.write_text(body)
+                body = _api_body(st, mod, shared_hash)
             except Exception as e:
                 body = f"!!! failure \"The module does not import\"\n    `{type(e).__name__}: {e}`\n"
                 st.stats["failures"].append(f"neurips25.{mod}: the API page failed: {type(e).__name__}: {e}")
@@ -799,7 +835,7 @@ def stage_landing(st: BuildState) -> None:
     w.write("report.md", wide + (report_markdown(rep, st.outputs, art_page, w) if rep.is_file() else
             "# Reproduction report\n\n!!! warning \"Not yet run — `make reproduce`\"\n"
             "    `outputs/REPORT.md` does not exist yet.\n"))
-    status = landing_status(root, st.outputs)      # the same status_rows as `neurips25 report --readme`
+    status = landing_status(root, st.outputs, st.best)  # the same status_rows as `neurips25 report --readme`
     readme = (root / "README.md").read_text() if (root / "README.md").is_file() else ""
     rest = [s.folder for s in st.series if f"nbs/{s.folder}/" not in readme]     # e.g. the demo series
     other = ("\nAlso in this site: " + ", ".join(f"[{f}]({f}/index.md)" for f in rest) + ".\n") if rest else ""

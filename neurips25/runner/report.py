@@ -276,9 +276,11 @@ def write_report(root: Path | None = None, outputs: Path | None = None) -> Path:
     return path
 
 
-def status_rows(root: Path | None = None, outputs: Path | None = None) -> dict:
+def status_rows(root: Path | None = None, outputs: Path | None = None,
+                best: dict | None = None,     # `best_records(collect(root, outputs))`, where the caller has it
+               ) -> dict:
     "Per series folder with results: a short status line (best profile of each artefact; claims by kind)."
-    best, out = best_records(collect(root, outputs)), {}
+    best, out = (best_records(collect(root, outputs)) if best is None else best), {}
     for s in load_registry(root, errors={}):
         good = [best[a.id] for a in s.artefacts if a.id in best and best[a.id]["good"]]
         if not good:
