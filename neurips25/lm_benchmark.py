@@ -21,9 +21,11 @@ _WORDS = [f"w{i}" for i in range(1021)]           # + <pad> <bos> <eos> = a 1024
 @contextmanager
 def _clock():
     "Wall and process CPU time of a block: `util` = CPU seconds per wall second (≈ threads when the cores are free)."
-    c = {}; w, p = time.perf_counter(), time.process_time()
+    c = {}
+    w, p = time.perf_counter(), time.process_time()
     yield c
-    c["wall"] = time.perf_counter() - w; c["util"] = (time.process_time() - p) / c["wall"]
+    c["wall"] = time.perf_counter() - w
+    c["util"] = (time.process_time() - p) / c["wall"]
 
 def _rate(hist: pd.DataFrame, skip: int = 1) -> float:
     "Tokens/s over the steps after the first `skip` (warm-up: allocation, kernel selection)."
@@ -39,19 +41,22 @@ def bench_train_tiny(n_layer: int = 2, d_model: int = 128, n_head: int = 4, batc
     ids = torch.randint(3, len(tok), (batch_size * 4, seq_len), generator=g)
     data = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
     model = tiny_lm(tok, n_layer=n_layer, d_model=d_model, n_head=n_head, n_ctx=seq_len, device=device)
-    with _clock() as c: hist = train_lm(model, data, steps=steps + 1, lr=1e-3, batch_size=batch_size, desc=f"train {n_layer}x{d_model}")
+    with _clock() as c:
+        hist = train_lm(model, data, steps=steps + 1, lr=1e-3, batch_size=batch_size, desc=f"train {n_layer}x{d_model}")
     return {"what": f"train tiny {n_layer}L d={d_model} ({n_params(model) / 1e6:.2f} M)", "unit": "tokens/s",
             "rate": _rate(hist), "batch": f"{batch_size}x{seq_len}", "cpu_util": c["util"]}
 
-def bench_smollm2(model, tok, batch_size: int = 8, seq_len: int = 64, new_tokens: int = 32, train_steps: int = 2) -> list[dict]:
+def bench_smollm2(model, tok, batch_size: int = 8, seq_len: int = 64, new_tokens: int = 32,
+                  train_steps: int = 2) -> list[dict]:
     "SmolLM2: greedy generation tokens/s (batch 1 and `batch_size`), scoring and training tokens/s."
     rows = []
     qs = [chat_prompt(tok, f"Write one sentence about the number {i}.") for i in range(batch_size)]
     greedy_generate(model, tok, qs[:1], max_new_tokens=2)                 # warm-up
     for bs in (1, batch_size):
-        with _clock() as c: greedy_generate(model, tok, qs[:bs], max_new_tokens=new_tokens, batch_size=bs, stop_at_eos=False)
-        rows.append({"what": f"SmolLM2 greedy generation, batch {bs}", "unit": "tokens/s", "rate": bs * new_tokens / c["wall"],
-                     "batch": f"{bs}x{new_tokens} new", "cpu_util": c["util"]})
+        with _clock() as c:
+            greedy_generate(model, tok, qs[:bs], max_new_tokens=new_tokens, batch_size=bs, stop_at_eos=False)
+        rows.append({"what": f"SmolLM2 greedy generation, batch {bs}", "unit": "tokens/s",
+                     "rate": bs * new_tokens / c["wall"], "batch": f"{bs}x{new_tokens} new", "cpu_util": c["util"]})
     g = torch.Generator().manual_seed(0)
     ids = torch.randint(100, 40000, (batch_size, seq_len), generator=g)
     texts = tok.batch_decode(ids)
@@ -61,9 +66,10 @@ def bench_smollm2(model, tok, batch_size: int = 8, seq_len: int = 64, new_tokens
                  "batch": f"{batch_size}x~{n // batch_size}", "cpu_util": c["util"]})
     if train_steps:
         data = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
-        with _clock() as c: hist = train_lm(model, data, steps=train_steps + 1, lr=1e-5, batch_size=batch_size, desc="train SmolLM2")
-        rows.append({"what": "SmolLM2 training (AdamW)", "unit": "tokens/s", "rate": _rate(hist), "batch": f"{batch_size}x{seq_len}",
-                     "cpu_util": c["util"]})
+        with _clock() as c:
+            hist = train_lm(model, data, steps=train_steps + 1, lr=1e-5, batch_size=batch_size, desc="train SmolLM2")
+        rows.append({"what": "SmolLM2 training (AdamW)", "unit": "tokens/s", "rate": _rate(hist),
+                     "batch": f"{batch_size}x{seq_len}", "cpu_util": c["util"]})
     return rows
 
 def bench_answer_scoring(model, tok, n: int = 32, batch_size: int = 16, repeat: int = 1) -> list[dict]:
@@ -77,8 +83,10 @@ def bench_answer_scoring(model, tok, n: int = 32, batch_size: int = 16, repeat: 
     @torch.no_grad()
     def plain():                                           # what one writes with transformers alone
         for b in batches:
-            logits = model(input_ids=b["input_ids"].to(dev), attention_mask=b["attention_mask"].to(dev)).logits[:, :-1].float()
-            tgt = b["labels"][:, 1:].to(dev); mask = tgt != -100
+            out = model(input_ids=b["input_ids"].to(dev), attention_mask=b["attention_mask"].to(dev))
+            logits = out.logits[:, :-1].float()
+            tgt = b["labels"][:, 1:].to(dev)
+            mask = tgt != -100
             nll = F.cross_entropy(logits.transpose(1, 2), tgt.masked_fill(~mask, 0), reduction="none") * mask
             (nll.sum(1) / mask.sum(1)).cpu()
     @torch.no_grad()
@@ -90,7 +98,8 @@ def bench_answer_scoring(model, tok, n: int = 32, batch_size: int = 16, repeat: 
         fn()                                               # warm-up
         with _clock() as c:
             for _ in range(repeat): fn()
-        rate = repeat * n_tgt / c["wall"]; base = base or rate
+        rate = repeat * n_tgt / c["wall"]
+        base = base or rate
         rows.append({"what": f"SmolLM2 answer scoring: {what} ({rate / base:.2f}x the plain loop)", "unit": "tokens/s",
                      "rate": rate, "batch": f"{batch_size} QA", "cpu_util": c["util"]})
     return rows
@@ -100,14 +109,16 @@ def bench_embed(n: int = 512, batch_size: int = 64, device: str = "auto", seed: 
     rng = np.random.default_rng(seed)
     words = "the a model data learns text small large fast slow red blue city river paper result method".split()
     sents = [" ".join(rng.choice(words, 12)) + "." for _ in range(n)]
-    load_embedder(device); embed(sents[:batch_size], batch_size=batch_size, device=device)     # load + warm-up
+    load_embedder(device)
+    embed(sents[:batch_size], batch_size=batch_size, device=device)     # load + warm-up
     with _clock() as c: embed(sents, batch_size=batch_size, device=device)
     return {"what": "MiniLM-L6-v2 embedding", "unit": "sentences/s", "rate": n / c["wall"], "batch": str(batch_size),
             "cpu_util": c["util"]}
 
 def main(argv=None) -> pd.DataFrame:
     "Run the benchmarks and print one table."
-    ap = argparse.ArgumentParser(description="Throughput of neurips25.lm: tiny-LM training, SmolLM2 inference, MiniLM embedding")
+    ap = argparse.ArgumentParser(
+        description="Throughput of neurips25.lm: tiny-LM training, SmolLM2 inference, MiniLM embedding")
     ap.add_argument("--threads", type=int, default=2, help="torch CPU threads (the CI machine has 2 cores)")
     ap.add_argument("--device", default="auto", help="auto | cpu | cuda")
     ap.add_argument("--quick", action="store_true", help="a few steps of everything (a smoke test)")
@@ -121,7 +132,8 @@ def main(argv=None) -> pd.DataFrame:
     if not args.no_big: rows.append(bench_train_tiny(6, 512, 8, steps=max(2, steps // 2), device=args.device))
     if not args.no_smollm2:
         with _clock() as c: model, tok = load_smollm2(args.device)
-        rows.append({"what": "SmolLM2 load (GGUF or cache)", "unit": "s", "rate": c["wall"], "batch": "-", "cpu_util": c["util"]})
+        rows.append({"what": "SmolLM2 load (GGUF or cache)", "unit": "s", "rate": c["wall"], "batch": "-",
+                     "cpu_util": c["util"]})
         rows += bench_smollm2(model, tok, new_tokens=8 if args.quick else 32, train_steps=1 if args.quick else 2)
         rows += bench_answer_scoring(model, tok, n=16 if args.quick else 32, repeat=1 if args.quick else 2)
     if not args.no_embed: rows.append(bench_embed(n=128 if args.quick else 512, device=args.device))

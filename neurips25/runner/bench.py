@@ -282,7 +282,8 @@ def bench_record(rep: dict | None) -> dict | None:
 
 def _record_line(rec: dict) -> str:
     "The record as one HTML comment (compact JSON; `--` escaped so the comment cannot end early)."
-    return RECORD + json.dumps(rec, sort_keys=True, separators=(",", ":"), ensure_ascii=True).replace("--", "-\\u002d") + " -->"
+    text = json.dumps(rec, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return RECORD + text.replace("--", "-\\u002d") + " -->"
 
 def readme_record(readme: Path) -> dict | None:
     "The record a README's bench block was rendered from (None: the block has none)."
