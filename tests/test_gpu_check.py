@@ -146,3 +146,31 @@ def test_gpu_check_parameters_are_validated(fixture_repo):
     runs.write_text(text.replace("    small: {}\n", "    small: {}\n    gpu_check: {epochs: 2}\n"))
     r = run_cli(fixture_repo, "gpu-check", "--device", "cpu")
     assert r.returncode == 2 and "unknown parameter(s) ['epochs']" in r.stderr, r.stderr
+
+
+def test_gpu_check_forked_and_fresh_kernels_give_the_same_run(fixture_repo, tmp_path):
+    # default: kernels forked from the preloading zygote; --no-preload: a fresh Python per run; same results
+    import pandas as pd
+    from pathlib import Path
+    outs = {}
+    for flag, kind in (([], "forked"), (["--no-preload"], "fresh")):
+        r = run_cli(fixture_repo, "gpu-check", "--device", "cpu", "p98/fig_a", "p98/tab_b", *flag,
+                    "--out", str(tmp_path / f"{kind}.json"))
+        assert r.returncode == 0, r.stdout + r.stderr
+        rep = json.loads((tmp_path / f"{kind}.json").read_text())
+        assert rep["ok"] and rep["kernels"] == kind and all(x["status"] == "ok" for x in rep["runs"])
+        assert ("kernels: forks of one process" in r.stdout) == (kind == "forked")
+        scratch = Path(r.stdout.split("scratch outputs in ")[1].split()[0].rstrip(";"))
+        outs[kind] = pd.read_csv(scratch / "p98_fix" / "fig_a" / "small" / "params.csv")
+    pd.testing.assert_frame_equal(outs["forked"], outs["fresh"])
+
+
+def test_fork_kernels_zygote_that_cannot_start_is_an_error(tmp_path, monkeypatch):
+    from neurips25.runner.forkkernel import ForkKernels
+    (tmp_path / "_neurips25_boom.py").write_text("import sys\nprint('boom at import', file=sys.stderr)\nraise SystemExit(3)\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    fk = ForkKernels(preload=("_neurips25_boom",))
+    with pytest.raises(RuntimeError, match=r"(?s)did not start \(exit code 3\).*boom at import"):
+        fk.__enter__()
+    import os
+    assert "NEURIPS25_KERNEL" not in os.environ and not os.path.exists(fk.tmp)

@@ -413,6 +413,11 @@ def _register_engine():
 
     pe.papermill_engines.register("neurips25", _Engine)
 
+# %% ../../nbs/01c_executors.ipynb #a7c1f0d2
+def _kernel_name() -> str:
+    "The Jupyter kernel a run starts: `python3`, or `forkkernel.ForkKernels`'s preloaded forks while one is active."
+    return os.environ.get("NEURIPS25_KERNEL") or "python3"
+
 # %% ../../nbs/01c_executors.ipynb #05daaad5
 class Terminated(KeyboardInterrupt):
     "SIGTERM, handled like Ctrl-C."
@@ -546,7 +551,8 @@ def execute(job: Job,                       # the planned run
                 with _BUSY:
                     papermill.execute_notebook(
                         str(art.notebook), str(executed), parameters=job.params, progress_bar=False,
-                        kernel_name="python3", log_output=False, engine_name="neurips25", execution_timeout=timeout,
+                        kernel_name=_kernel_name(), log_output=False, engine_name="neurips25",
+                        execution_timeout=timeout,
                         extra_arguments=["--IPKernelApp.log_level=CRITICAL"],
                         kernel_env={**os.environ, **run_environment(job, tmp, threads)},   # this run's kernel only
                         kernel_cwd=str(art.notebook.parent), threads_file=threads_file)

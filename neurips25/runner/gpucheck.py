@@ -8,6 +8,7 @@ from pathlib import Path
 from .. import core
 from .registry import RunnerError, run_dir
 from .executors import execute, fmt_duration, plan, resolve_device, run_local
+from .forkkernel import ForkKernels
 from .store import now, write_json
 
 # %% auto #0
@@ -81,6 +82,7 @@ def gpu_check(device: str = "cuda",            # cuda | cpu
               timeout: float | None = 600.0,    # per-cell timeout in seconds
               say=print,                        # progress lines
               jobs_n: int = 1,                  # runs at once (the CPU check; on one GPU they would share it)
+              preload: bool = True,             # kernels forked from one process that imported the libraries once
              ) -> dict:
     "Run the GPU artefacts (or `targets`) at their small profile on `device`; record and check each run; write JSON."
     if device not in ("cuda", "cpu"):
@@ -97,18 +99,23 @@ def gpu_check(device: str = "cuda",            # cuda | cpu
     info = core.device_info(dev)
     say(f"gpu-check: {len(jobs)} run(s) at the small profile on {info.get('gpu') or dev}; scratch outputs in {work}")
     rows, done = [], {}
-    if jobs_n > 1:                                    # in worker processes, which inherit the check's environment
-        say(f"  running {len(jobs)} check(s), {jobs_n} at a time ...")
-        with _check_env():
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(_check_env())
+        if preload:                                   # kernels start as forks: no run pays for importing torch
+            fk = stack.enter_context(ForkKernels())
+            say(f"  kernels: forks of one process that imported {len(fk.preload)} libraries "
+                f"in {fmt_duration(fk.startup_s)} (--no-preload: a fresh Python per run)")
+        if jobs_n > 1:                                # in worker processes, which inherit the check's environment
+            say(f"  running {len(jobs)} check(s), {jobs_n} at a time ...")
             for m in run_local(jobs, jobs_n, outputs=work, root=root, timeout=timeout):
                 done[f"{m['series']}/{m['artefact']}"] = m
+        for j in jobs:
+            if j.art.id not in done:
+                say(f"  {j.art.id} ...")
+                done[j.art.id] = execute(j, outputs=work, root=root, timeout=timeout)
     for i, j in enumerate(jobs, 1):
-        say(f"  [{i}/{len(jobs)}] {j.art.id}" + ("" if done else " ..."))
-        if j.art.id in done:
-            m = done[j.art.id]
-        else:
-            with _check_env():
-                m = execute(j, outputs=work, root=root, timeout=timeout)
+        say(f"  [{i}/{len(jobs)}] {j.art.id}")
+        m = done[j.art.id]
         try:
             ok = m.get("status") == "ok"
             rates, bad = (read_rates(run_dir(j.art, "small", work, j.overrides)) if ok else []), None
@@ -124,7 +131,7 @@ def gpu_check(device: str = "cuda",            # cuda | cpu
             + (f" - {r['problem']}" if r["problem"] else ""))
     projected = [r["projected_full_s"] for r in rows if r["projected_full_s"] is not None]
     report = {"device": dev, "gpu": info.get("gpu"), "finished": now(), "host": platform.node(),
-              "profile": "small", "ok": all(r["ok"] for r in rows),
+              "profile": "small", "ok": all(r["ok"] for r in rows), "kernels": "forked" if preload else "fresh",
               "total_s": round(sum(r["wall_s"] or 0 for r in rows), 2),
               "projected_full_s": round(sum(projected), 1) if projected else None,   # the runs that project
               "not_projected": [r["artefact"] for r in rows if r["projected_full_s"] is None],
@@ -149,10 +156,14 @@ def gpu_check_args(p: argparse.ArgumentParser):
     p.add_argument("--timeout", type=float, default=600.0, help="per-cell timeout in seconds (default 600)")
     p.add_argument("--jobs", type=int, default=1,
                    help="runs at once (default 1; on the CPU, e.g. the machine's cores; on one GPU keep 1)")
+    p.add_argument("--no-preload", dest="preload", action="store_false",
+                   help="start each run's kernel as a fresh Python (default: forks of one process that imported "
+                        "numpy, torch, transformers, ... once)")
 
 
 def cmd_gpu_check(args) -> int:
     if args.jobs < 1:
         raise RunnerError(f"--jobs must be at least 1, got {args.jobs}")
-    rep = gpu_check(args.device, args.targets, args.out, args.root, timeout=args.timeout, jobs_n=args.jobs)
+    rep = gpu_check(args.device, args.targets, args.out, args.root, timeout=args.timeout, jobs_n=args.jobs,
+                    preload=args.preload)
     return 0 if rep["ok"] else 1
