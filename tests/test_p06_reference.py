@@ -1,6 +1,7 @@
 """P06 reference protocol (issue 29 item 3): the paper scores a reconstruction's segmentation against the same
 segmenter's output on the ground-truth image (`reference="segmenter"`, the default), not against the phantom labels.
-Under it the ground truth scores exactly 100; `reference="labels"` reproduces the numbers of the earlier runs."""
+Under it the ground truth scores exactly 100; `reference="labels"` reproduces the numbers of the earlier runs (to the
+tolerance that another machine's rounding of the trained networks needs; see PSNR_RTOL)."""
 import json
 import os
 import subprocess
@@ -72,14 +73,25 @@ def tiny_run(tmp_path_factory):
     return out
 
 
+# How far another machine's floating point may move them. The numbers come out of training (the enhancers, the
+# segmenter: 80 Adam steps), so a different BLAS/oneDNN kernel moves them: measured on a second 2-core machine, PSNR
+# by up to 3.1e-4 relative (the CARE arms; raw and L1 agreed to 1e-9) and the group NSD scores by up to 0.07 (a
+# differently rounded segmenter flips boundary pixels). A wrong reference is far outside that: the segmenter reference
+# puts the GT rows at 1.0 where the labels give 0.20-0.26 (large organs).
+PSNR_RTOL, GROUP_ATOL = 1e-3, 0.1
+
+
 def test_labels_reference_reproduces_the_earlier_numbers(tiny_run):
     d = pd.read_csv(tiny_run / "per_case.csv")
     assert set(d.reference) == set(REFERENCES)
     lab = d[d.reference == "labels"].reset_index(drop=True)
     ref = pd.DataFrame(BEFORE, columns=["method", "arm", "case", "psnr"] + G)
     assert (lab[["method", "arm", "case"]].to_numpy() == ref[["method", "arm", "case"]].to_numpy()).all()
-    for c in ["psnr"] + G:
-        np.testing.assert_array_equal(lab[c].to_numpy(), ref[c].to_numpy(), err_msg=c)
+    np.testing.assert_allclose(lab.psnr.to_numpy(), ref.psnr.to_numpy(), rtol=PSNR_RTOL, err_msg="psnr")
+    for c in G:
+        np.testing.assert_allclose(lab[c].to_numpy(), ref[c].to_numpy(), rtol=0, atol=GROUP_ATOL, err_msg=c)
+    gt = lab[lab.method == "GT"]
+    assert gt.large_organs.max() < 1.0 - GROUP_ATOL                  # not the segmenter reference (where GT is 1.0)
     assert np.nanmax(ref[G].to_numpy()) > 0.05                        # the fixture is not all zeros
 
 
