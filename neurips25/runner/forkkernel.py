@@ -126,11 +126,17 @@ def serve(path: str, preload=PRELOAD) -> None:
     "The zygote: import `preload` once, then fork one kernel per launcher that connects to the socket at `path`."
     import importlib
     os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")   # as ipykernel sets it
+    # CUDA must not be initialised before a fork (a forked child cannot use it): torch.cuda.is_available() asks NVML
+    os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
     for name in preload:
         try:
             importlib.import_module(name)
         except ImportError:                  # a library this install lacks: its kernels import what they need
             pass
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        raise RuntimeError("a preloaded library initialised CUDA, which forked kernels cannot use; "
+                           "run without preloading (neurips25 gpu-check --no-preload)")
     import gc
     gc.collect()
     gc.freeze()                              # the preloaded objects stay shared (copy-on-write) in every kernel
