@@ -201,3 +201,19 @@ def test_fork_kernels_zygote_that_cannot_start_is_an_error(tmp_path, monkeypatch
         fk.__enter__()
     import os
     assert "NEURIPS25_KERNEL" not in os.environ and not os.path.exists(fk.tmp)
+
+
+def test_fork_kernels_refuse_a_zygote_whose_preload_initialised_cuda(tmp_path, monkeypatch):
+    "A forked child cannot use CUDA its parent initialised: the zygote refuses to serve (a stand-in torch says so)."
+    from neurips25.runner.forkkernel import ForkKernels
+    (tmp_path / "_neurips25_cuda_init.py").write_text(
+        "import os, sys, types\n"
+        "assert os.environ.get('PYTORCH_NVML_BASED_CUDA_CHECK') == '1'\n"
+        "t = types.ModuleType('torch')\n"
+        "t.cuda = types.SimpleNamespace(is_initialized=lambda: True)\n"
+        "sys.modules['torch'] = t\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    monkeypatch.delenv("PYTORCH_NVML_BASED_CUDA_CHECK", raising=False)
+    fk = ForkKernels(preload=("_neurips25_cuda_init",))
+    with pytest.raises(RuntimeError, match=r"(?s)did not start.*initialised CUDA.*--no-preload"):
+        fk.__enter__()
