@@ -181,14 +181,16 @@ def gpu_check_section(outputs: Path) -> list[str]:
         failed = "; ".join(f"{cell(k)}: {cell(v)}" for k, v in (c.get("failed") or {}).items())
         L.append(f"- call {i}, {cell(c.get('finished', '?'))}: {c.get('ok', '?')}/{c.get('runs', '?')} runs ok"
                  + (f" (failed: {failed})" if failed else "")
-                 + (f"; reran {', '.join(cell(r) for r in c['rerun'])} {cell(c.get('why', ''))}" if c.get("rerun") else ""))
+                 + (f"; reran {', '.join(cell(r) for r in c['rerun'])} {cell(c.get('why', ''))}"
+                    if c.get("rerun") else ""))
     if rep.get("calls"):
         L.append("")
     if rep.get("projected_full_s") is not None:
         missing = rep.get("not_projected") or []
         L += [f"Projected `full` time of the timed work (Σ work_full / rate over each run's recorded rates, "
               f"`core.record_rate`): {fmt_duration(float(rep['projected_full_s']))} in all"
-              + (f"; no projection for {', '.join(cell(m) for m in missing)} (no rate with its `full` work recorded)" if missing else "")
+              + (f"; no projection for {', '.join(cell(m) for m in missing)} (no rate with its `full` work recorded)"
+                 if missing else "")
               + ". Each rate's note in `gpu-check.json` says what it leaves out.", ""]
     return L
 
