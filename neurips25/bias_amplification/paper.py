@@ -135,9 +135,12 @@ def _torchvision():
         import torchvision
         return torchvision
     except Exception as e:                       # ImportError, or the CUDA wheel's RuntimeError beside a CPU torch
-        raise ImportError("the paper's networks come from torchvision, which does not import here "
-                          f"({type(e).__name__}: {str(e)[:160]}); install the torchvision build that matches torch {torch.__version__} "
-                          "(README: the CUDA install), or use arch='cnn' for a CPU test") from None
+        raise ImportError(
+            "the paper's networks come from torchvision, which does not import here "
+            f"({type(e).__name__}: {str(e)[:160]}); install the torchvision build that matches torch "
+            f"{torch.__version__} "
+            "(README: the CUDA install), or use arch='cnn' for a CPU test"
+        ) from None
 
 _VGG = {"vgg11": "A", "vgg19": "E"}
 
@@ -389,19 +392,54 @@ def paper_sweep(dataset: str,                 # cifar10 | eurosat
             if checkpoint_dir is not None:
                 Path(checkpoint_dir).mkdir(parents=True, exist_ok=True)
                 ck = Path(checkpoint_dir) / f"{dataset}_{arch}_z{z:g}_s{seed}.pt"
-            r = train_paper(net, tr, te, epochs=epochs, lr=cfg["lr"], optimizer=cfg["optimizer"],
-                            momentum=cfg["momentum"], schedule=cfg["schedule"], batch_size=cfg["batch_size"], tau=tau, kappa=max(kappa, kappa_hi),
-                            augment=cfg["augment"], mean=mean, std=std, amp=amp, checkpoint=ck, num_workers=num_workers,
-                            seed=seed, device=device, desc=f"{dataset} ζ={z:g} s{seed}")
+            r = train_paper(
+                net,
+                tr,
+                te,
+                epochs=epochs,
+                lr=cfg["lr"],
+                optimizer=cfg["optimizer"],
+                momentum=cfg["momentum"],
+                schedule=cfg["schedule"],
+                batch_size=cfg["batch_size"],
+                tau=tau,
+                kappa=max(kappa, kappa_hi),
+                augment=cfg["augment"],
+                mean=mean,
+                std=std,
+                amp=amp,
+                checkpoint=ck,
+                num_workers=num_workers,
+                seed=seed,
+                device=device,
+                desc=f"{dataset} ζ={z:g} s{seed}",
+            )
             h = r["history"]
-            row = dict(set=dataset, zeta=float(z), seed=seed, n0=tr.counts()[0], n=len(tr),
-                       samples_per_s=r["samples_per_s"], arch=arch, epochs_run=len(h), test_acc_0=h.test_acc_0.iloc[-1], test_acc_1=h.test_acc_1.iloc[-1])
+            row = dict(
+                set=dataset,
+                zeta=float(z),
+                seed=seed,
+                n0=tr.counts()[0],
+                n=len(tr),
+                samples_per_s=r["samples_per_s"],
+                arch=arch,
+                epochs_run=len(h),
+                test_acc_0=h.test_acc_0.iloc[-1],
+                test_acc_1=h.test_acc_1.iloc[-1],
+            )
             for sfx, k in (("", kappa), ("_hi", kappa_hi)):
                 if k <= 0: continue
                 sm = extra_epochs(h.best_acc.to_numpy(), h.best_acc_0.to_numpy(), tau, k)
                 T_es = sm["T_es"] if sm["T_es"] is not None else epochs         # censored at the budget, as in 13
                 T_fin = sm["T_final"] if sm["T_final"] is not None else epochs
-                row.update({f"T_es{sfx}": sm["T_es"], f"T_final{sfx}": sm["T_final"],
-                            f"duration_censored{sfx}": T_fin - T_es, f"ratio{sfx}": 100 * (T_fin - T_es) / T_es, f"reached{sfx}": sm["reached"]})
+                row.update(
+                    {
+                        f"T_es{sfx}": sm["T_es"],
+                        f"T_final{sfx}": sm["T_final"],
+                        f"duration_censored{sfx}": T_fin - T_es,
+                        f"ratio{sfx}": 100 * (T_fin - T_es) / T_es,
+                        f"reached{sfx}": sm["reached"],
+                    }
+                )
             rows.append(row)
     return pd.DataFrame(rows)

@@ -43,7 +43,8 @@ class ToyModel:
         for k, d in (("beta_u", self.d1), ("beta_v", self.d2)):
             b = getattr(self, k)
             b = np.full(d, 1 / math.sqrt(d)) if b is None else np.asarray(b, dtype=float)
-            if b.shape != (d,) or not np.isfinite(b).all(): raise ValueError(f"{k} must be a finite vector of length {d}")
+            if b.shape != (d,) or not np.isfinite(b).all():
+                raise ValueError(f"{k} must be a finite vector of length {d}")
             object.__setattr__(self, k, b)
 
     @property
@@ -98,7 +99,10 @@ def full_data_theta(Sigma0: np.ndarray,  # minority covariance Σ_0 (d×d, PSD)
     Sigma0, Sigma1 = np.asarray(Sigma0, float), np.asarray(Sigma1, float)
     d = Sigma0.shape[0]
     if Sigma0.shape != (d, d) or Sigma1.shape != (d, d) or np.shape(theta0) != (d,) or np.shape(theta1) != (d,):
-        raise ValueError(f"shapes must be Σ (d,d) and θ (d,), got {Sigma0.shape}, {Sigma1.shape}, {np.shape(theta0)}, {np.shape(theta1)}")
+        raise ValueError(
+            f"shapes must be Σ (d,d) and θ (d,), got {Sigma0.shape}, {Sigma1.shape}, {np.shape(theta0)}, "
+            f"{np.shape(theta1)}"
+        )
     H = zeta * Sigma0 + (1 - zeta) * Sigma1
     _check_regular(H, "the full-loss Hessian ζΣ_0 + (1−ζ)Σ_1")
     return np.linalg.solve(H, zeta * Sigma0 @ theta0 + (1 - zeta) * Sigma1 @ theta1)
@@ -118,10 +122,16 @@ def toy_closed_forms(m: ToyModel, zeta: float) -> dict:
     ts = full_data_theta(S0, S1, t0, t1, zeta)
     H = zeta * S0 + (1 - zeta) * S1
     grad0 = S0 @ (t1 - t0)                                     # ∇L_0(θ_1)
-    return dict(theta1=t1, theta0=t0, theta_star=ts, dist=float(np.linalg.norm(ts - t1)),
-                dist_to_minority=float(np.linalg.norm(ts - t0)),
-                proximity_bound=float(zeta * np.linalg.norm(grad0) / np.linalg.eigvalsh(H).min()),
-                lam_v=zeta * m.sigma_v ** 2 + (1 - zeta) * m.sigma_small ** 2, lam_max=float(np.linalg.eigvalsh(H).max()))
+    return dict(
+        theta1=t1,
+        theta0=t0,
+        theta_star=ts,
+        dist=float(np.linalg.norm(ts - t1)),
+        dist_to_minority=float(np.linalg.norm(ts - t0)),
+        proximity_bound=float(zeta * np.linalg.norm(grad0) / np.linalg.eigvalsh(H).min()),
+        lam_v=zeta * m.sigma_v**2 + (1 - zeta) * m.sigma_small**2,
+        lam_max=float(np.linalg.eigvalsh(H).max()),
+    )
 
 # %% ../../nbs/p03_bias_amplification/00_theory.ipynb #ea4542e4
 def _check_xys(X, y, s):
@@ -132,7 +142,10 @@ def _check_xys(X, y, s):
     if not np.isin(s, (0, 1)).all(): raise ValueError("group labels s must be 0 (minority) or 1 (majority)")
     for g in (0, 1):
         if (s == g).sum() < X.shape[1]:
-            raise ValueError(f"group s={g} has {(s == g).sum()} samples, fewer than the {X.shape[1]} features: its least-squares fit is not unique")
+            raise ValueError(
+                f"group s={g} has {(s == g).sum()} samples, fewer than the {X.shape[1]} features: its least-squares "
+                f"fit is not unique"
+            )
     return X, y, s.astype(np.int64)
 
 def sample_closed_forms(X: np.ndarray,  # features (n, d)
@@ -158,7 +171,8 @@ def extra_iterations_exact(m: ToyModel, zeta: float,
     "Exact number of population-GD iterations from θ_1 (η = 1/λ_max) until L_0 − L_0(θ*) ≤ ε·(L_0(θ_1) − L_0(θ*))."
     if not 0 < eps < 1: raise ValueError(f"eps must lie in (0, 1), got {eps}")
     cf = toy_closed_forms(m, zeta)
-    r = proximity_ratio(zeta, m.rho); a = 1 - r
+    r = proximity_ratio(zeta, m.rho)
+    a = 1 - r
     q = 1 - cf["lam_v"] / cf["lam_max"]
     z = (math.sqrt(a * a + eps * (1 - a * a)) - a) / r
     if z >= 1: return 0
@@ -169,7 +183,8 @@ def extra_iterations_bound(m: ToyModel, zeta: float, eps: float = 0.1) -> float:
     "Reconstructed lower bound (1−ηλ_v)/(ηλ_v)·log(1/z̄) on `extra_iterations_exact` (claim iii)."
     if not 0 < eps < 1: raise ValueError(f"eps must lie in (0, 1), got {eps}")
     cf = toy_closed_forms(m, zeta)
-    r = proximity_ratio(zeta, m.rho); a = 1 - r
+    r = proximity_ratio(zeta, m.rho)
+    a = 1 - r
     x = cf["lam_v"] / cf["lam_max"]                           # η λ_v
     zbar = min(1.0, math.sqrt(eps * (2 - r) / r), eps * (1 + a) / (2 * a) if a > 0 else math.inf)
     return max(0.0, (1 - x) / x * math.log(1 / zbar))
@@ -181,7 +196,8 @@ def gap_closure_time(curve: np.ndarray,   # values f_0, f_1, ... (a loss along a
                     ) -> int | None:
     "First t with curve[t] − final ≤ eps·(curve[0] − final); None if never reached in the horizon."
     c = np.asarray(curve, float)
-    if c.ndim != 1 or c.size == 0 or not np.isfinite(c).all(): raise ValueError("curve must be a non-empty finite 1-d array")
+    if c.ndim != 1 or c.size == 0 or not np.isfinite(c).all():
+        raise ValueError("curve must be a non-empty finite 1-d array")
     if not 0 < eps < 1: raise ValueError(f"eps must lie in (0, 1), got {eps}")
     hit = np.flatnonzero(c - final <= eps * (c[0] - final))
     return int(hit[0]) if hit.size else None
@@ -228,11 +244,13 @@ def gd_path(Sigma0: np.ndarray, Sigma1: np.ndarray,   # group second-moment matr
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
             raise ValueError(f"{k} must be an int >= {lo}, got {v!r}")
     Sigma0, Sigma1, b0, b1, c0, c1, theta_init = _moments(Sigma0, Sigma1, b0, b1, c0, c1, theta_init)
-    H = zeta * Sigma0 + (1 - zeta) * Sigma1; b = zeta * b0 + (1 - zeta) * b1
+    H = zeta * Sigma0 + (1 - zeta) * Sigma1
+    b = zeta * b0 + (1 - zeta) * b1
     lam, U = np.linalg.eigh(H)
     if lam.min() <= 0: raise ValueError("H is singular: θ* is not unique")
     eta = 1 / lam.max() if eta is None else float(eta)
-    if not 0 < eta < 2 / lam.max(): raise ValueError(f"step eta={eta} must lie in (0, 2/λ_max) = (0, {2 / lam.max():.4g}) for GD to converge")
+    if not 0 < eta < 2 / lam.max():
+        raise ValueError(f"step eta={eta} must lie in (0, 2/λ_max) = (0, {2 / lam.max():.4g}) for GD to converge")
     t = np.arange(0, n_steps + 1, every)
     if t[-1] != n_steps: t = np.r_[t, n_steps]
     if len(t) > max_points:
@@ -266,7 +284,11 @@ def sample_moments(X, y, s) -> dict:
     out = {"zeta": float((s == 0).mean())}
     for g in (0, 1):
         Xg, yg = X[s == g], y[s == g]
-        out[f"Sigma{g}"], out[f"b{g}"], out[f"c{g}"] = Xg.T @ Xg / len(Xg), Xg.T @ yg / len(Xg), float(yg @ yg / len(yg))
+        out[f"Sigma{g}"], out[f"b{g}"], out[f"c{g}"] = (
+            Xg.T @ Xg / len(Xg),
+            Xg.T @ yg / len(Xg),
+            float(yg @ yg / len(yg)),
+        )
     return out
 
 # %% ../../nbs/p03_bias_amplification/00_theory.ipynb #775a078b
@@ -277,7 +299,8 @@ def gradient_ratio(theta: np.ndarray,        # points (m, d)
     "D(θ) = (1−ζ)‖Σ_1(θ−θ_1)‖ / (ζ‖Σ_0(θ−θ_0)‖) for each row of `theta` (inf where ∇L_0 = 0 is impossible to divide)."
     zeta = check_zeta(zeta)
     th = np.atleast_2d(np.asarray(theta, float))
-    g1 = np.linalg.norm((th - theta1) @ Sigma1.T, axis=1); g0 = np.linalg.norm((th - theta0) @ Sigma0.T, axis=1)
+    g1 = np.linalg.norm((th - theta1) @ Sigma1.T, axis=1)
+    g0 = np.linalg.norm((th - theta0) @ Sigma0.T, axis=1)
     with np.errstate(divide="ignore"): return (1 - zeta) * g1 / (zeta * g0)
 
 def majority_dominated_fraction(m: ToyModel, zeta: float,
@@ -288,7 +311,8 @@ def majority_dominated_fraction(m: ToyModel, zeta: float,
                                ) -> float:
     "Share of a ball of parameters where (1−ζ)‖∇L_1‖ ≥ k·ζ‖∇L_0‖ in the toy model."
     rng = np.random.default_rng(seed)
-    g = rng.standard_normal((n_points, m.d)); g /= np.linalg.norm(g, axis=1, keepdims=True)
+    g = rng.standard_normal((n_points, m.d))
+    g /= np.linalg.norm(g, axis=1, keepdims=True)
     th = g * radius * rng.random(n_points)[:, None] ** (1 / m.d)
     D = gradient_ratio(th, m.cov(0), m.cov(1), m.theta_group(0), m.theta_group(1), zeta)
     return float((D >= k).mean())

@@ -31,7 +31,8 @@ def make_model(kind: str,            # "linear" | "mlp" | "lenet"
     if kind == "linear": return nn.Sequential(nn.Flatten(), nn.Linear(d, n_classes))
     if kind == "mlp": return nn.Sequential(nn.Flatten(), nn.Linear(d, hidden), nn.ReLU(), nn.Linear(hidden, n_classes))
     if kind == "lenet":
-        if tuple(in_shape) != (1, 28, 28): raise ValueError(f"lenet expects inputs of shape (1, 28, 28), got {in_shape}")
+        if tuple(in_shape) != (1, 28, 28):
+            raise ValueError(f"lenet expects inputs of shape (1, 28, 28), got {in_shape}")
         return nn.Sequential(nn.Conv2d(1, 6, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(6, 16, 5), nn.ReLU(),
                              nn.MaxPool2d(2), nn.Flatten(), nn.Linear(16 * 5 * 5, 120), nn.ReLU(), nn.Linear(120, 84),
                              nn.ReLU(), nn.Linear(84, n_classes))
@@ -44,8 +45,11 @@ def group_metrics(logits: torch.Tensor,  # (n, C) scores
                  ) -> dict:
     "Mean CE loss and accuracy overall (`loss`, `acc`) and per group (`loss_0`, `acc_0`, `loss_1`, `acc_1`)."
     if logits.ndim != 2 or y.shape != (logits.shape[0],) or s.shape != y.shape:
-        raise ValueError(f"expected logits (n, C), y (n,), s (n,), got {tuple(logits.shape)}, {tuple(y.shape)}, {tuple(s.shape)}")
-    ce = F.cross_entropy(logits.float(), y, reduction="none"); ok = (logits.argmax(1) == y).float()
+        raise ValueError(
+            f"expected logits (n, C), y (n,), s (n,), got {tuple(logits.shape)}, {tuple(y.shape)}, {tuple(s.shape)}"
+        )
+    ce = F.cross_entropy(logits.float(), y, reduction="none")
+    ok = (logits.argmax(1) == y).float()
     out = {"loss": ce.mean().item(), "acc": ok.mean().item()}
     for g in (0, 1):
         m = s == g
@@ -71,7 +75,8 @@ def extra_epochs(acc: np.ndarray,      # global train accuracy after epochs 1..E
                 ) -> dict:
     "T_es, T_final, duration T_final − T_es and ratio 100·duration/T_es; `None`/NaN where a threshold is never reached."
     a, a0 = np.asarray(acc, float), np.asarray(acc_min, float)
-    if a.ndim != 1 or a.shape != a0.shape or a.size == 0: raise ValueError(f"acc and acc_min must be equal-length 1-d curves, got {a.shape}, {a0.shape}")
+    if a.ndim != 1 or a.shape != a0.shape or a.size == 0:
+        raise ValueError(f"acc and acc_min must be equal-length 1-d curves, got {a.shape}, {a0.shape}")
     for k, v in (("tau", tau), ("kappa", kappa)):
         if not 0 < v < 1: raise ValueError(f"{k} must be a fraction in (0, 1), got {v} (the code's 90 is 0.9 here)")
     top = 100.0 if percent else 1.0
@@ -115,25 +120,30 @@ def train_groups(model: nn.Module, train: GroupData,
                  batch_size: int | None = 128,    # None: full-batch GD
                  schedule: str = "constant",      # "constant" | "cosine" (T_max = epochs)
                  tau: float = 0.9, kappa: float = 0.9,
-                 extra: int = 0,                  # epochs to continue after both thresholds are passed (-1: never stop early)
+                 extra: int = 0,            # epochs to continue after both thresholds are passed (-1: never stop early)
                  seed: int = 0, device=None, desc: str = "train",
                 ) -> TrainResult:
     "Train on all of `train` with mean CE; log per-group train/test metrics each epoch; T_es/T_final as in CIFAR10.py."
-    if not isinstance(epochs, (int, np.integer)) or epochs < 1: raise ValueError(f"epochs must be a positive int, got {epochs!r}")
+    if not isinstance(epochs, (int, np.integer)) or epochs < 1:
+        raise ValueError(f"epochs must be a positive int, got {epochs!r}")
     if batch_size is not None and (not isinstance(batch_size, (int, np.integer)) or batch_size < 1):
         raise ValueError(f"batch_size must be a positive int or None, got {batch_size!r}")
-    if schedule not in ("constant", "cosine"): raise ValueError(f"schedule must be 'constant' or 'cosine', got {schedule!r}")
+    if schedule not in ("constant", "cosine"):
+        raise ValueError(f"schedule must be 'constant' or 'cosine', got {schedule!r}")
     if not lr > 0: raise ValueError(f"lr must be > 0, got {lr}")
     extra_epochs([1.0], [1.0], tau, kappa)                           # validates tau, kappa
     device = torch.device(device) if device is not None else get_device("auto")
-    model = model.to(device); opt = _make_opt(model.parameters(), optimizer, lr, momentum, weight_decay)
+    model = model.to(device)
+    opt = _make_opt(model.parameters(), optimizer, lr, momentum, weight_decay)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs) if schedule == "cosine" else None
     X, y = torch.as_tensor(train.X, device=device), torch.as_tensor(train.y, device=device)
-    n = len(y); bs = n if batch_size is None else min(batch_size, n)
+    n = len(y)
+    bs = n if batch_size is None else min(batch_size, n)
     gen = torch.Generator(device="cpu").manual_seed(seed)
     rows, t_train, seen, stop_at = [], 0.0, 0, None
     for ep in progress(range(1, epochs + 1), desc=desc, leave=False):
-        model.train(); t0 = time.perf_counter()
+        model.train()
+        t0 = time.perf_counter()
         perm = torch.randperm(n, generator=gen).to(device) if bs < n else torch.arange(n, device=device)
         for i in range(0, n, bs):
             idx = perm[i:i + bs]
@@ -142,10 +152,12 @@ def train_groups(model: nn.Module, train: GroupData,
             opt.step()
         if sched is not None: sched.step()
         if device.type == "cuda": torch.cuda.synchronize()
-        t_train += time.perf_counter() - t0; seen += n
+        t_train += time.perf_counter() - t0
+        seen += n
         row = {"epoch": ep, **evaluate(model, train, device)}
         if test is not None: row.update({f"test_{k}": v for k, v in evaluate(model, test, device).items()})
-        if not all(np.isfinite([row["loss"]])): raise FloatingPointError(f"training diverged at epoch {ep} (loss {row['loss']}); lower lr")
+        if not all(np.isfinite([row["loss"]])):
+            raise FloatingPointError(f"training diverged at epoch {ep} (loss {row['loss']}); lower lr")
         rows.append(row)
         if stop_at is None and extra >= 0 and row["acc"] > tau and row["acc_0"] > kappa and \
            max(r["acc"] for r in rows) > tau:
@@ -164,39 +176,52 @@ def stereotype_then_full(model: nn.Module, train: GroupData,
                          max_phase1: int = 5000, max_phase2: int = 5000,
                          rel_tol: float = 1e-3,      # phase-2 stop: relative growth of ‖θ−θ_1‖ below this ...
                          patience: int = 10,         # ... for this many consecutive epochs
-                         stop_early: bool = True,    # stop at T_final (the code's rule); False: record T_final, run max_phase2 epochs
+                         stop_early: bool = True,    # stop at T_final (the code's rule); False: record T_final, run
+                                                     # max_phase2 epochs
                          device=None, desc: str = "two-phase",
                         ) -> dict:
     "CIFAR2.py's protocol with full-batch GD; returns the per-epoch history of both phases and θ_1."
     for k, v in (("max_phase1", max_phase1), ("max_phase2", max_phase2), ("patience", patience)):
         if not isinstance(v, (int, np.integer)) or v < 1: raise ValueError(f"{k} must be a positive int, got {v!r}")
     device = torch.device(device) if device is not None else get_device("auto")
-    model = model.to(device); opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum)
+    model = model.to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum)
     X, y, s = (torch.as_tensor(a, device=device) for a in (train.X, train.y, train.s))
-    maj = s == 1; rows = []
+    maj = s == 1
+    rows = []
 
     def log(phase, ep, gnorm, theta1=None):
         with torch.no_grad(): gm = group_metrics(model(X).cpu(), y.cpu(), s.cpu())
         r = dict(phase=phase, epoch=ep, grad_norm=gnorm, **gm)
         if theta1 is not None:
             dlt = _flat(model) - theta1
-            r.update(dist=dlt.norm().item(), dist_inf=dlt.abs().max().item(), rel_dist=(dlt.norm() / theta1.norm()).item())
+            r.update(
+                dist=dlt.norm().item(), dist_inf=dlt.abs().max().item(), rel_dist=(dlt.norm() / theta1.norm()).item()
+            )
         rows.append(r)
 
     converged = False
     for ep in progress(range(1, max_phase1 + 1), desc=desc + " (majority)", leave=False):
-        model.train(); opt.zero_grad(set_to_none=True)
+        model.train()
+        opt.zero_grad(set_to_none=True)
         F.cross_entropy(model(X[maj]), y[maj]).backward()
         g = torch.cat([p.grad.reshape(-1) for p in model.parameters()]).norm().item()
-        if g < eps: converged = True; log(1, ep, g); break
-        opt.step(); log(1, ep, g)
-    theta1 = _flat(model).clone(); T1 = ep
+        if g < eps:
+            converged = True
+            log(1, ep, g)
+            break
+        opt.step()
+        log(1, ep, g)
+    theta1 = _flat(model).clone()
+    T1 = ep
     prev, small, T2 = 0.0, 0, None
     for ep in progress(range(1, max_phase2 + 1), desc=desc + " (all data)", leave=False):
-        model.train(); opt.zero_grad(set_to_none=True)
+        model.train()
+        opt.zero_grad(set_to_none=True)
         F.cross_entropy(model(X), y).backward()
         g = torch.cat([p.grad.reshape(-1) for p in model.parameters()]).norm().item()
-        opt.step(); log(2, ep, g, theta1)
+        opt.step()
+        log(2, ep, g, theta1)
         d = rows[-1]["dist"]
         small = small + 1 if prev > 0 and (d - prev) / prev < rel_tol else 0
         prev = d
@@ -211,10 +236,14 @@ def train_throughput(model: nn.Module, in_shape: tuple, n_classes: int, batch_si
                      n_steps: int = 20, device=None) -> float:
     "Training samples per second (SGD steps on random data, after 3 warm-up steps)."
     device = torch.device(device) if device is not None else get_device("auto")
-    model = model.to(device); opt = torch.optim.SGD(model.parameters(), lr=1e-3)
-    X = torch.rand(batch_size, *in_shape, device=device); y = torch.randint(0, n_classes, (batch_size,), device=device)
+    model = model.to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    X = torch.rand(batch_size, *in_shape, device=device)
+    y = torch.randint(0, n_classes, (batch_size,), device=device)
     def step():
-        opt.zero_grad(set_to_none=True); F.cross_entropy(model(X), y).backward(); opt.step()
+        opt.zero_grad(set_to_none=True)
+        F.cross_entropy(model(X), y).backward()
+        opt.step()
     for _ in range(3): step()
     if device.type == "cuda": torch.cuda.synchronize()
     t0 = time.perf_counter()

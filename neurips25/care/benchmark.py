@@ -25,7 +25,8 @@ def benchmark(n: int = 256,            # image side
               device: str = "cpu",     # torch device for ours
               repeats: int = 1,        # timing repeats (best of)
              ) -> pd.DataFrame:
-    "Slices/s of scikit-image's radon/iradon vs ours (grid_sample and sparse) on the same batch, with the max difference."
+    ("Slices/s of scikit-image's radon/iradon vs ours (grid_sample and sparse) on the same batch, with the max "
+     "difference.")
     from skimage.transform import radon, iradon
     if batch < 1 or repeats < 1: raise ValueError("batch and repeats must be >= 1")
     if dtype not in ("float32", "float64"): raise ValueError("dtype must be 'float32' or 'float64'")
@@ -34,7 +35,9 @@ def benchmark(n: int = 256,            # image side
     def best(f):
         ts = []
         for _ in range(repeats):
-            t = time.perf_counter(); out = f(); ts.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            out = f()
+            ts.append(time.perf_counter() - t)
         return min(ts), out
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -44,32 +47,53 @@ def benchmark(n: int = 256,            # image side
     xt = torch.tensor(x, dtype=getattr(torch, dtype), device=device)
     def timed(f):
         def g():
-            out = f(); _sync(device); return out
+            out = f()
+            _sync(device)
+            return out
         return best(g)
     t0 = time.perf_counter()
     op = ParallelBeam(n, th)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")                                    # torch: "sparse CSR support is in beta"
-        op._mat("A", xt.dtype, xt.device); op._mat("BP", xt.dtype, xt.device); _sync(device)
+        op._mat("A", xt.dtype, xt.device)
+        op._mat("BP", xt.dtype, xt.device)
+        _sync(device)
         build = time.perf_counter() - t0
-        impls = {"grid_sample": (lambda: radon_t(xt, th), lambda y: fbp_t(y, th)), "sparse": (lambda: op(xt), lambda y: op.fbp(y))}
+        impls = {
+            "grid_sample": (lambda: radon_t(xt, th), lambda y: fbp_t(y, th)),
+            "sparse": (lambda: op(xt), lambda y: op.fbp(y)),
+        }
         rows = []
         for impl, (fr, ff) in impls.items():
             t_or, y = timed(fr)
             t_of, r = timed(lambda: ff(y))
             for name, t_s, t_o, ref, got in (("radon", t_sr, t_or, ys, y), ("fbp", t_sf, t_of, rs, r)):
                 b = build if impl == "sparse" else 0.0
-                rows.append(dict(op=name, impl=impl, skimage_slices_per_s=batch / t_s, ours_slices_per_s=batch / t_o,
-                                 ratio=t_s / t_o, build_s=b, ratio_incl_build=t_s / (t_o + b),
-                                 rel_max_diff=float(np.abs(got.double().cpu().numpy() - ref).max() / np.abs(ref).max())))
-    return pd.DataFrame(rows).assign(n=n, views=n_views, batch=batch, dtype=dtype, device=str(device), threads=torch.get_num_threads())
+                rows.append(
+                    dict(
+                        op=name,
+                        impl=impl,
+                        skimage_slices_per_s=batch / t_s,
+                        ours_slices_per_s=batch / t_o,
+                        ratio=t_s / t_o,
+                        build_s=b,
+                        ratio_incl_build=t_s / (t_o + b),
+                        rel_max_diff=float(np.abs(got.double().cpu().numpy() - ref).max() / np.abs(ref).max()),
+                    )
+                )
+    return pd.DataFrame(rows).assign(
+        n=n, views=n_views, batch=batch, dtype=dtype, device=str(device), threads=torch.get_num_threads()
+    )
 
 def main(argv=None) -> pd.DataFrame:
     "CLI: `python -m neurips25.care.benchmark --n 256 --views 180 --batch 16`."
     p = argparse.ArgumentParser(description="P06 CT operators vs scikit-image")
-    p.add_argument("--n", type=int, default=256); p.add_argument("--views", type=int, default=180)
-    p.add_argument("--batch", type=int, default=16); p.add_argument("--dtype", default="float32")
-    p.add_argument("--device", default="cpu"); p.add_argument("--repeats", type=int, default=1)
+    p.add_argument("--n", type=int, default=256)
+    p.add_argument("--views", type=int, default=180)
+    p.add_argument("--batch", type=int, default=16)
+    p.add_argument("--dtype", default="float32")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--repeats", type=int, default=1)
     a = p.parse_args(argv)
     df = benchmark(a.n, a.views, a.batch, a.dtype, a.device, a.repeats)
     print(df.to_string(index=False))

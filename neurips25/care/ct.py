@@ -15,20 +15,25 @@ __all__ = ['view_angles', 'radon_t', 'backproject_t', 'ramp_filter', 'fbp_t', 's
 def _as_images(x: torch.Tensor) -> tuple[torch.Tensor, tuple]:
     "Check a square image (..., N, N) and flatten the batch: returns (B, N, N) and the batch shape."
     if not torch.is_tensor(x): raise TypeError(f"expected a torch tensor, got {type(x).__name__}")
-    if x.ndim < 2 or x.shape[-1] != x.shape[-2]: raise ValueError(f"images must be square (..., N, N), got shape {tuple(x.shape)}")
+    if x.ndim < 2 or x.shape[-1] != x.shape[-2]:
+        raise ValueError(f"images must be square (..., N, N), got shape {tuple(x.shape)}")
     if not torch.is_floating_point(x): raise TypeError("images must be floating point")
     if not torch.isfinite(x).all(): raise ValueError("images contain NaN or inf")
     return x.reshape(-1, *x.shape[-2:]), tuple(x.shape[:-2])
 
 def _as_theta(theta, device=None) -> torch.Tensor:
     "Angles in degrees as a 1-D float tensor; errors on empty/NaN/duplicate-free violations."
-    th = torch.as_tensor(np.asarray(theta, dtype=np.float64) if not torch.is_tensor(theta) else theta, dtype=torch.float64)
-    if th.ndim != 1 or th.numel() == 0: raise ValueError(f"theta must be a non-empty 1-D array of angles in degrees, got shape {tuple(th.shape)}")
+    th = torch.as_tensor(
+        np.asarray(theta, dtype=np.float64) if not torch.is_tensor(theta) else theta, dtype=torch.float64
+    )
+    if th.ndim != 1 or th.numel() == 0:
+        raise ValueError(f"theta must be a non-empty 1-D array of angles in degrees, got shape {tuple(th.shape)}")
     if not torch.isfinite(th).all(): raise ValueError("theta contains NaN or inf")
     return th.to(device) if device is not None else th
 
 def _as_sino(sino) -> torch.Tensor:
-    "Check a real sinogram (..., A, N); integer/bool counts are cast to float64 (an integer ramp filter would be all zeros)."
+    ("Check a real sinogram (..., A, N); integer/bool counts are cast to float64 (an integer ramp filter would be all "
+     "zeros).")
     if not torch.is_tensor(sino) or sino.ndim < 2: raise ValueError("sinogram must be a tensor (..., A, N)")
     if sino.is_complex(): raise TypeError("sinogram must be real, got a complex tensor")
     if not torch.is_floating_point(sino): sino = sino.to(torch.float64)
@@ -45,7 +50,8 @@ def view_angles(n_views: int,          # number of projections
                 arc: float = 180.,     # angular range in degrees (180 suffices for parallel beam)
                ) -> np.ndarray:
     "Equally spaced sparse-view angles in degrees, `arc·k/n` for k = 0..n-1."
-    if not isinstance(n_views, (int, np.integer)) or n_views < 1: raise ValueError(f"n_views must be a positive integer, got {n_views!r}")
+    if not isinstance(n_views, (int, np.integer)) or n_views < 1:
+        raise ValueError(f"n_views must be a positive integer, got {n_views!r}")
     return np.arange(n_views) * (arc / n_views)
 
 # %% ../../nbs/p06_care/00_ct.ipynb #4bf10771
@@ -86,7 +92,8 @@ def backproject_t(sino: torch.Tensor,   # (..., A, N) sinogram
     "Exact adjoint Aᵀ of `radon_t` (via autograd); returns (..., N, N)."
     if not torch.is_tensor(sino) or sino.ndim < 2: raise ValueError("sinogram must be a tensor (..., A, N)")
     th = _as_theta(theta)
-    if sino.shape[-2] != th.numel(): raise ValueError(f"sinogram has {sino.shape[-2]} views but theta has {th.numel()} angles")
+    if sino.shape[-2] != th.numel():
+        raise ValueError(f"sinogram has {sino.shape[-2]} views but theta has {th.numel()} angles")
     n = sino.shape[-1]
     x = torch.zeros(*sino.shape[:-2], n, n, dtype=sino.dtype, device=sino.device, requires_grad=True)
     with torch.enable_grad():
@@ -99,7 +106,10 @@ def ramp_filter(size: int,            # padded projection length (even)
     "Ramp filter in the Fourier domain from its band-limited spatial kernel (Kak & Slaney eq. 61)."
     if size < 2 or size % 2: raise ValueError(f"filter size must be even and >= 2, got {size}")
     n = torch.cat([torch.arange(1, size // 2 + 1, 2), torch.arange(size // 2 - 1, 0, -2)]).to(torch.float64)
-    f = torch.zeros(size, dtype=torch.float64); f[0] = 0.25; f[1::2] = -1 / (math.pi * n) ** 2   # h(0)=1/4, h(odd n)=−1/(πn)²
+    # h(0)=1/4, h(odd n)=−1/(πn)²
+    f = torch.zeros(size, dtype=torch.float64)
+    f[0] = 0.25
+    f[1::2] = -1 / (math.pi * n) ** 2
     return (2 * torch.fft.fft(f).real).to(dtype=dtype, device=device)
 
 def fbp_t(sino: torch.Tensor,         # (..., A, N) sinogram
@@ -124,7 +134,11 @@ def fbp_t(sino: torch.Tensor,         # (..., A, N) sinogram
     # linear interpolation of each filtered view at s (zero outside), done by grid_sample on the (A, m) "image" of
     # filtered views: x = detector index, y = view index (exactly on a row, so no mixing between views)
     gx = s * (2.0 / (m - 1)) - 1
-    gy = (torch.arange(A, dtype=sino.dtype, device=sino.device) * (2.0 / (A - 1)) - 1) if A > 1 else torch.zeros(1, dtype=sino.dtype, device=sino.device)
+    gy = (
+        (torch.arange(A, dtype=sino.dtype, device=sino.device) * (2.0 / (A - 1)) - 1)
+        if A > 1
+        else torch.zeros(1, dtype=sino.dtype, device=sino.device)
+    )
     grid = torch.stack([gx, gy[:, None, None].expand_as(gx)], -1).reshape(1, A, n * n, 2)
     smp = F.grid_sample(q.reshape(1, -1, A, m), grid, mode="bilinear", padding_mode="zeros", align_corners=True)
     rec = smp.sum(2).reshape(*sino.shape[:-2], n, n)                    # Σ_k over views
@@ -133,7 +147,8 @@ def fbp_t(sino: torch.Tensor,         # (..., A, N) sinogram
 
 # %% ../../nbs/p06_care/00_ct.ipynb #82a5f7ba
 def _sirt_step(x, y, th, lam, nonneg):
-    ones_x = torch.ones_like(x); ones_y = torch.ones_like(y)
+    ones_x = torch.ones_like(x)
+    ones_y = torch.ones_like(y)
     R = 1 / radon_t(ones_x, th).clamp_min(1e-8)                        # R = 1 / row sums
     C = 1 / backproject_t(ones_y, th).clamp_min(1e-8)                  # C = 1 / column sums
     x = x + lam * C * backproject_t(R * (y - radon_t(x, th)), th)
@@ -142,7 +157,8 @@ def _sirt_step(x, y, th, lam, nonneg):
 def _iterative_start(sino, theta, n_iter, relaxation, x0):
     "Checked view angles and the starting image of SIRT/SART (zeros unless `x0` is given)."
     th = _as_theta(theta)
-    if sino.shape[-2] != th.numel(): raise ValueError(f"sinogram has {sino.shape[-2]} views but theta has {th.numel()} angles")
+    if sino.shape[-2] != th.numel():
+        raise ValueError(f"sinogram has {sino.shape[-2]} views but theta has {th.numel()} angles")
     if not 0 < relaxation < 2: raise ValueError(f"relaxation must be in (0, 2), got {relaxation}")
     _check_n_iter(n_iter)
     n = sino.shape[-1]

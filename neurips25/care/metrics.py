@@ -19,7 +19,8 @@ GROUPS_CODE = {**GROUPS, "vessels": (1, 9, 15, 20, 21)}   # step5_calculateMetri
 
 def _check_masks(pred, gt):
     pred, gt = np.asarray(pred), np.asarray(gt)
-    if pred.shape != gt.shape: raise ValueError(f"prediction and ground truth shapes differ: {pred.shape} vs {gt.shape}")
+    if pred.shape != gt.shape:
+        raise ValueError(f"prediction and ground truth shapes differ: {pred.shape} vs {gt.shape}")
     if pred.ndim not in (2, 3): raise ValueError(f"masks must be 2-D or 3-D, got {pred.ndim}-D")
     for m in (pred, gt):
         if m.dtype != bool and not np.isin(m, (0, 1)).all(): raise ValueError("masks must be binary (bool or 0/1)")
@@ -44,8 +45,10 @@ def _surface_distance():
     "DeepMind's `surface_distance` package (the paper's NSD code), imported on first use."
     try: import surface_distance
     except ImportError as e:
-        raise ImportError("nsd(convention='surfel') needs the package surface-distance (DeepMind's surface_distance, the "
-                          "paper's NSD code): pip install surface-distance; convention='voxel' needs no extra package") from e
+        raise ImportError(
+            "nsd(convention='surfel') needs the package surface-distance (DeepMind's surface_distance, the "
+            "paper's NSD code): pip install surface-distance; convention='voxel' needs no extra package"
+        ) from e
     return surface_distance
 
 def _nsd_voxel(pred, gt, sp, tolerance):
@@ -64,14 +67,16 @@ def nsd(pred: np.ndarray,          # binary prediction mask (2-D or 3-D)
         convention: str = "surfel",  # "surfel": DeepMind surface_distance, the paper's code | "voxel": boundary voxels
        ) -> float:
     "Normalised surface Dice at tolerance τ (surfel-area weighted by default); NaN if the ground truth is empty."
-    if convention not in NSD_CONVENTIONS: raise ValueError(f"convention must be 'surfel' or 'voxel', got {convention!r}")
-    pred, gt = _check_masks(pred, gt); sp = _check_spacing(spacing, gt.ndim)
+    if convention not in NSD_CONVENTIONS:
+        raise ValueError(f"convention must be 'surfel' or 'voxel', got {convention!r}")
+    pred, gt = _check_masks(pred, gt)
+    sp = _check_spacing(spacing, gt.ndim)
     if not np.isfinite(tolerance) or tolerance <= 0: raise ValueError(f"tolerance must be > 0 mm, got {tolerance}")
     if missing not in ("zero", "nan"): raise ValueError("missing must be 'zero' or 'nan'")
     if not gt.any(): return float("nan")                                   # structure absent in GT: excluded
     if not pred.any(): return 0.0 if missing == "zero" else float("nan")
     if convention == "voxel": return _nsd_voxel(pred, gt, sp, tolerance)
-    sd = _surface_distance()                                               # step5: compute_surface_distances(truth, pred, spacing)
+    sd = _surface_distance()                                    # step5: compute_surface_distances(truth, pred, spacing)
     with warnings.catch_warnings():                                        # the package's scipy.ndimage.filters imports
         warnings.filterwarnings("ignore", category=DeprecationWarning, module="surface_distance")
         d = sd.compute_surface_distances(gt, pred, tuple(float(s) for s in sp))
@@ -87,12 +92,14 @@ def _skeleton(m: np.ndarray, empty_skeleton: str) -> np.ndarray:
 def cldice(pred: np.ndarray,       # binary prediction mask (2-D or 3-D)
            gt: np.ndarray,         # binary ground-truth mask
            missing: str = "zero",  # empty prediction with non-empty GT: "zero" (ours) | "nan" (reference clDice, 0/0)
-           empty_skeleton: str = "mask",  # a mask whose skeleton is empty: "mask" (ours: it is its own skeleton) | "nan" (reference, 0/0)
+           empty_skeleton: str = "mask",  # a mask whose skeleton is empty: "mask" (ours: it is its own skeleton) |
+                                          # "nan" (reference, 0/0)
           ) -> float:
     "Centreline Dice 2·Tprec·Tsens/(Tprec+Tsens) with skimage skeletons; NaN if the ground truth is empty."
     pred, gt = _check_masks(pred, gt)
     if missing not in ("zero", "nan"): raise ValueError("missing must be 'zero' or 'nan'")
-    if empty_skeleton not in ("mask", "nan"): raise ValueError(f"empty_skeleton must be 'mask' or 'nan', got {empty_skeleton!r}")
+    if empty_skeleton not in ("mask", "nan"):
+        raise ValueError(f"empty_skeleton must be 'mask' or 'nan', got {empty_skeleton!r}")
     if not gt.any(): return float("nan")
     if not pred.any(): return 0.0 if missing == "zero" else float("nan")
     sp, sg = _skeleton(pred, empty_skeleton), _skeleton(gt, empty_skeleton)
@@ -114,13 +121,15 @@ def structure_scores(pred_labels: np.ndarray,   # predicted label map (CARE indi
                     ) -> dict:
     "Score of every structure: {label: NSD or clDice in [0, 1], NaN if absent from the GT}."
     pred_labels, gt_labels = np.asarray(pred_labels), np.asarray(gt_labels)
-    if pred_labels.shape != gt_labels.shape: raise ValueError(f"label maps differ in shape: {pred_labels.shape} vs {gt_labels.shape}")
+    if pred_labels.shape != gt_labels.shape:
+        raise ValueError(f"label maps differ in shape: {pred_labels.shape} vs {gt_labels.shape}")
     if not np.issubdtype(gt_labels.dtype, np.integer) or not np.issubdtype(pred_labels.dtype, np.integer):
         raise ValueError("label maps must be integer arrays")
     for m in (pred_labels, gt_labels):
         if m.min() < 0 or m.max() > max(LABELS): raise ValueError(f"labels out of range 0..{max(LABELS)}")
     if not gt_labels.any(): raise ValueError("the ground-truth label map is empty")
-    if convention not in NSD_CONVENTIONS: raise ValueError(f"convention must be 'surfel' or 'voxel', got {convention!r}")
+    if convention not in NSD_CONVENTIONS:
+        raise ValueError(f"convention must be 'surfel' or 'voxel', got {convention!r}")
     out = {}
     for g, labels in groups.items():
         metric = GROUP_METRIC[g]
@@ -146,9 +155,20 @@ def aggregate(per_case: pd.DataFrame | list,   # rows = cases, columns = groups 
     if len(df) == 0: raise ValueError("no cases to aggregate")
     rows = {}
     for c in df.columns:
-        v = df[c].to_numpy(float) * scale; v = v[np.isfinite(v)]
-        rows[c] = dict(median=np.median(v), q25=np.percentile(v, 25), q75=np.percentile(v, 75),
-                       mean=v.mean(), std=v.std(), n=len(v)) if len(v) else dict(median=np.nan, q25=np.nan, q75=np.nan, mean=np.nan, std=np.nan, n=0)
+        v = df[c].to_numpy(float) * scale
+        v = v[np.isfinite(v)]
+        rows[c] = (
+            dict(
+                median=np.median(v),
+                q25=np.percentile(v, 25),
+                q75=np.percentile(v, 75),
+                mean=v.mean(),
+                std=v.std(),
+                n=len(v),
+            )
+            if len(v)
+            else dict(median=np.nan, q25=np.nan, q75=np.nan, mean=np.nan, std=np.nan, n=0)
+        )
     return pd.DataFrame(rows).T
 
 def format_median_iqr(agg: pd.DataFrame, digits: int = 1) -> pd.Series:
@@ -169,12 +189,17 @@ def psnr(x: np.ndarray, ref: np.ndarray, data_range: float) -> float:
     mse = np.mean((x - ref) ** 2)
     return float("inf") if mse == 0 else float(10 * np.log10(data_range ** 2 / mse))
 
-def ssim(x: np.ndarray, ref: np.ndarray, data_range: float, win_size: int = 7, K1: float = 0.01, K2: float = 0.03) -> float:
+def ssim(
+    x: np.ndarray, ref: np.ndarray, data_range: float, win_size: int = 7, K1: float = 0.01, K2: float = 0.03
+) -> float:
     "Mean SSIM with a uniform window (scikit-image's default convention), 2-D or 3-D."
     x, ref = _check_pair(x, ref, data_range)
-    if win_size % 2 == 0 or win_size < 3 or min(x.shape) < win_size: raise ValueError(f"win_size must be odd, >= 3 and <= every image side, got {win_size}")
+    if win_size % 2 == 0 or win_size < 3 or min(x.shape) < win_size:
+        raise ValueError(f"win_size must be odd, >= 3 and <= every image side, got {win_size}")
     f = lambda a: ndi.uniform_filter(a, size=win_size)
-    NP = win_size ** x.ndim; cov = NP / (NP - 1)                            # sample covariance correction
+    # sample covariance correction
+    NP = win_size ** x.ndim
+    cov = NP / (NP - 1)
     ux, uy = f(x), f(ref)
     vx, vy, vxy = cov * (f(x * x) - ux * ux), cov * (f(ref * ref) - uy * uy), cov * (f(x * ref) - ux * uy)
     C1, C2 = (K1 * data_range) ** 2, (K2 * data_range) ** 2

@@ -30,11 +30,14 @@ class UNet(nn.Module):
         self.head = nn.Conv2d(ch[0], cout, 1)
     def forward(self, x):
         if x.ndim != 4 or x.shape[-1] % 2 ** self.depth or x.shape[-2] % 2 ** self.depth:
-            raise ValueError(f"input must be (B, C, H, W) with H, W divisible by {2 ** self.depth}, got {tuple(x.shape)}")
+            raise ValueError(
+                f"input must be (B, C, H, W) with H, W divisible by {2 ** self.depth}, got {tuple(x.shape)}"
+            )
         skips = []
         h = self.down[0](x)
         for blk in self.down[1:]:
-            skips.append(h); h = blk(F.max_pool2d(h, 2))
+            skips.append(h)
+            h = blk(F.max_pool2d(h, 2))
         for up, dec in zip(self.up, self.dec):
             h = dec(torch.cat([up(h), skips.pop()], 1))
         out = self.head(h)
@@ -55,16 +58,20 @@ def care_loss(enhanced: torch.Tensor,   # Î, (B, 1, H, W)
               lambda_s: float = 0.001,  # structural (CE) weight, paper 0.001
              ) -> tuple[torch.Tensor, dict]:
     "CARE objective without the diffusion term: λ_p·L1(Î, I_gt) + λ_s·CE(Seg(Î), y)."
-    if enhanced.shape != target.shape: raise ValueError(f"enhanced and target shapes differ: {tuple(enhanced.shape)} vs {tuple(target.shape)}")
+    if enhanced.shape != target.shape:
+        raise ValueError(f"enhanced and target shapes differ: {tuple(enhanced.shape)} vs {tuple(target.shape)}")
     if lambda_p < 0 or lambda_s < 0: raise ValueError("loss weights must be >= 0")
     l_p = (enhanced - target).abs().mean()
     l_s = enhanced.new_zeros(())
     if lambda_s > 0:
         if seg_model is None or labels is None: raise ValueError("lambda_s > 0 needs a segmenter and labels")
-        if any(p.requires_grad for p in seg_model.parameters()): raise ValueError("the segmenter must be frozen (call freeze)")
+        if any(p.requires_grad for p in seg_model.parameters()):
+            raise ValueError("the segmenter must be frozen (call freeze)")
         logits = seg_model(enhanced)
-        if labels.shape != (logits.shape[0], *logits.shape[2:]): raise ValueError("labels must be (B, H, W) matching the segmenter output")
-        if labels.min() < 0 or labels.max() >= logits.shape[1]: raise ValueError(f"labels out of range 0..{logits.shape[1] - 1}")
+        if labels.shape != (logits.shape[0], *logits.shape[2:]):
+            raise ValueError("labels must be (B, H, W) matching the segmenter output")
+        if labels.min() < 0 or labels.max() >= logits.shape[1]:
+            raise ValueError(f"labels out of range 0..{logits.shape[1] - 1}")
         l_s = F.cross_entropy(logits, labels.long())
     return lambda_p * l_p + lambda_s * l_s, dict(pixel=float(l_p.detach()), structural=float(l_s.detach()))
 
@@ -75,8 +82,11 @@ class CoordMLP(nn.Module):
         super().__init__()
         if n_freq < 0 or width < 1 or depth < 1: raise ValueError("n_freq >= 0, width >= 1, depth >= 1")
         self.register_buffer("freq", (2.0 ** torch.arange(n_freq)) * math.pi)
-        d = 2 + 4 * n_freq; layers = []
-        for _ in range(depth): layers += [nn.Linear(d, width), nn.SiLU()]; d = width
+        d = 2 + 4 * n_freq
+        layers = []
+        for _ in range(depth):
+            layers += [nn.Linear(d, width), nn.SiLU()]
+            d = width
         self.net = nn.Sequential(*layers, nn.Linear(d, 1))
     def encode(self, xy):
         z = xy[..., None] * self.freq                                    # γ(x) = (x, sin 2^k π x, cos 2^k π x)
@@ -98,7 +108,8 @@ def fit_inr(sino: torch.Tensor,         # (A, N) measured sinogram
            ) -> tuple[CoordMLP, list]:
     "Fit a coordinate MLP to a sinogram through the differentiable projector; returns (model, loss history)."
     th = _as_theta(theta)
-    if sino.ndim != 2 or sino.shape[0] != th.numel(): raise ValueError(f"sinogram must be (A, N) with A = {th.numel()} views, got {tuple(sino.shape)}")
+    if sino.ndim != 2 or sino.shape[0] != th.numel():
+        raise ValueError(f"sinogram must be (A, N) with A = {th.numel()} views, got {tuple(sino.shape)}")
     if steps < 1: raise ValueError("steps must be >= 1")
     torch.manual_seed(seed)
     model = model or CoordMLP()
@@ -110,7 +121,10 @@ def fit_inr(sino: torch.Tensor,         # (A, N) measured sinogram
         img = model.image(n)
         loss = (radon_t(img, th) - sino).pow(2).mean() / scale          # ‖Aμ − y‖² / ‖y‖²
         if extra_loss is not None: loss = loss + extra_loss(img)
-        opt.zero_grad(); loss.backward(); opt.step(); hist.append(float(loss.detach()))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        hist.append(float(loss.detach()))
     return model, hist
 
 # %% ../../nbs/p06_care/04_models.ipynb #08007564
@@ -118,13 +132,15 @@ class BatchedCoordMLP(nn.Module):
     "B independent coordinate MLPs (Fourier features, softplus output) evaluated together with batched matmuls."
     def __init__(self, batch: int, n_freq: int = 6, width: int = 64, depth: int = 3, seed: int = 0):
         super().__init__()
-        if batch < 1 or n_freq < 0 or width < 1 or depth < 1: raise ValueError("batch >= 1, n_freq >= 0, width >= 1, depth >= 1")
+        if batch < 1 or n_freq < 0 or width < 1 or depth < 1:
+            raise ValueError("batch >= 1, n_freq >= 0, width >= 1, depth >= 1")
         self.register_buffer("freq", (2.0 ** torch.arange(n_freq)) * math.pi)
         dims = [2 + 4 * n_freq] + [width] * depth + [1]
-        gens = [torch.Generator().manual_seed(1_000_003 * seed + m) for m in range(batch)]   # member m's init ignores the batch size
+        gens = [torch.Generator().manual_seed(1_000_003 * seed + m) for m in range(batch)]  # member m's init ignores
+                                                                                            # the batch size
         u = lambda shape, bound: torch.stack([(torch.rand(shape, generator=g) * 2 - 1) * bound for g in gens])
         self.W, self.b = nn.ParameterList(), nn.ParameterList()
-        for din, dout in zip(dims[:-1], dims[1:]):                       # nn.Linear's default init U(±1/√d_in), per member
+        for din, dout in zip(dims[:-1], dims[1:]):                    # nn.Linear's default init U(±1/√d_in), per member
             self.W.append(nn.Parameter(u((din, dout), 1 / math.sqrt(din))))
             self.b.append(nn.Parameter(u((1, dout), 1 / math.sqrt(din))))
     def forward(self, xy):                                                 # xy: (P, 2) shared points → (B, P)
@@ -145,19 +161,22 @@ def fit_inr_batch(sino: torch.Tensor,   # (B, A, N) measured sinograms
                   steps: int = 200, lr: float = 1e-3, n_freq: int = 6, width: int = 64, depth: int = 3, seed: int = 0,
                   extra_loss=None,      # optional callable(images (B, N, N)) -> scalar (e.g. a CARE penalty)
                   out_scale=None,       # μ = out_scale·softplus(MLP); None: per slice, the mean pixel value implied by
-                                        # parallel-beam mass conservation (Σ_s p_θ(s) = Σ_x μ(x)) over softplus(0) = log 2
+                                        # parallel-beam mass conservation (Σ_s p_θ(s) = Σ_x μ(x)) over softplus(0) = log
+                                        # 2
                  ) -> tuple[torch.Tensor, list]:
     "Fit one coordinate MLP per slice to its sinogram; returns the rendered images (B, N, N) and the loss history."
     if sino.ndim != 3: raise ValueError(f"sinograms must be (B, A, N), got {tuple(sino.shape)}")
     if steps < 1: raise ValueError("steps must be >= 1")
     B, A, n = sino.shape
     model = BatchedCoordMLP(B, n_freq, width, depth, seed).to(device=sino.device, dtype=sino.dtype)
-    if out_scale is None: out_scale = (sino.sum(-1).mean(-1) / n ** 2).clamp_min(1e-12) / math.log(2)   # start at the mean μ
+    if out_scale is None:                                                                          # start at the mean μ
+        out_scale = (sino.sum(-1).mean(-1) / n ** 2).clamp_min(1e-12) / math.log(2)
     k = torch.as_tensor(out_scale, dtype=sino.dtype, device=sino.device).reshape(-1, 1, 1)
     render = lambda: k * model.image(n)
     with torch.no_grad():
         y0 = projector(render())
-    if tuple(y0.shape) != tuple(sino.shape): raise ValueError(f"projector returns {tuple(y0.shape)}, sinograms are {tuple(sino.shape)}")
+    if tuple(y0.shape) != tuple(sino.shape):
+        raise ValueError(f"projector returns {tuple(y0.shape)}, sinograms are {tuple(sino.shape)}")
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     scale = sino.pow(2).mean((1, 2)).clamp_min(1e-12)                     # ‖y_b‖² per slice
     hist = []
@@ -165,5 +184,8 @@ def fit_inr_batch(sino: torch.Tensor,   # (B, A, N) measured sinograms
         img = render()
         loss = ((projector(img) - sino).pow(2).mean((1, 2)) / scale).sum()   # Σ_b ‖A μ_b − y_b‖² / ‖y_b‖²
         if extra_loss is not None: loss = loss + extra_loss(img)
-        opt.zero_grad(); loss.backward(); opt.step(); hist.append(float(loss.detach()) / B)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        hist.append(float(loss.detach()) / B)
     with torch.no_grad(): return render(), hist

@@ -20,13 +20,16 @@ def _bilinear_coo(col: np.ndarray,   # (R, T) sample columns (pixel units)
     "Sparse (R, n²) matrix: row r sums the bilinear interpolants of the image at its T sample points (× step)."
     R = col.shape[0]
     r = np.broadcast_to(np.arange(R)[:, None], col.shape)
-    c0, r0 = np.floor(col), np.floor(row); fc, fr = col - c0, row - r0
+    c0, r0 = np.floor(col), np.floor(row)
+    fc, fr = col - c0, row - r0
     c0, r0 = c0.astype(np.int64), r0.astype(np.int64)
     I, J, V = [], [], []
     for dr, dc, w in ((0, 0, (1 - fr) * (1 - fc)), (0, 1, (1 - fr) * fc), (1, 0, fr * (1 - fc)), (1, 1, fr * fc)):
         rr, cc = r0 + dr, c0 + dc
         ok = (rr >= 0) & (rr < n) & (cc >= 0) & (cc < n) & (w > 1e-12)   # zero padding outside, as grid_sample
-        I.append(r[ok]); J.append((rr * n + cc)[ok]); V.append(w[ok] * step)
+        I.append(r[ok])
+        J.append((rr * n + cc)[ok])
+        V.append(w[ok] * step)
     m = sps.coo_matrix((np.concatenate(V), (np.concatenate(I), np.concatenate(J))), shape=(R, n * n)).tocsr()
     m.sum_duplicates()
     return m
@@ -37,12 +40,18 @@ def _linear_interp_matrix(pos: np.ndarray,     # (P, A) fractional detector inde
                          ) -> sps.csr_matrix:
     "Sparse (P, A·m) matrix: pixel p gathers Σ_a weight·(linear interpolation of view a at pos), zero outside [0, m−1]."
     P, A = pos.shape
-    i0 = np.floor(pos); f = pos - i0; i0 = i0.astype(np.int64)
-    p = np.broadcast_to(np.arange(P)[:, None], pos.shape); a = np.broadcast_to(np.arange(A)[None, :], pos.shape)
+    i0 = np.floor(pos)
+    f = pos - i0
+    i0 = i0.astype(np.int64)
+    p = np.broadcast_to(np.arange(P)[:, None], pos.shape)
+    a = np.broadcast_to(np.arange(A)[None, :], pos.shape)
     I, J, V = [], [], []
     for di, w in ((0, 1 - f), (1, f)):
-        ii = i0 + di; ok = (ii >= 0) & (ii < m) & (np.abs(w) > 1e-12) & (weight != 0)
-        I.append(p[ok]); J.append((a * m + ii)[ok]); V.append((w * weight)[ok])
+        ii = i0 + di
+        ok = (ii >= 0) & (ii < m) & (np.abs(w) > 1e-12) & (weight != 0)
+        I.append(p[ok])
+        J.append((a * m + ii)[ok])
+        V.append((w * weight)[ok])
     mat = sps.coo_matrix((np.concatenate(V), (np.concatenate(I), np.concatenate(J))), shape=(P, A * m)).tocsr()
     mat.sum_duplicates()
     return mat
@@ -51,8 +60,13 @@ def _linear_interp_matrix(pos: np.ndarray,     # (P, A) fractional detector inde
 def _to_torch(m: sps.csr_matrix, dtype, device) -> torch.Tensor:
     "scipy CSR → torch sparse CSR (int32 indices when they fit)."
     idx = torch.int32 if m.nnz < 2 ** 31 and max(m.shape) < 2 ** 31 else torch.int64
-    return torch.sparse_csr_tensor(torch.from_numpy(m.indptr.astype(np.int64)).to(idx), torch.from_numpy(m.indices.astype(np.int64)).to(idx),
-                                   torch.from_numpy(m.data.astype(np.float64)).to(dtype), size=m.shape, device=device)
+    return torch.sparse_csr_tensor(
+        torch.from_numpy(m.indptr.astype(np.int64)).to(idx),
+        torch.from_numpy(m.indices.astype(np.int64)).to(idx),
+        torch.from_numpy(m.data.astype(np.float64)).to(dtype),
+        size=m.shape,
+        device=device,
+    )
 
 class _SpMM(torch.autograd.Function):
     "y = M x for a fixed sparse M, with the exact adjoint Mᵀ g in the backward pass."
@@ -66,7 +80,8 @@ class _SpMM(torch.autograd.Function):
 
 # %% ../../nbs/p06_care/00a_operators.ipynb #43505c9b
 class SparseCT(abc.ABC):
-    "A CT geometry whose forward projector A and FBP back-projector are precomputed sparse matrices (built once, reused)."
+    ("A CT geometry whose forward projector A and FBP back-projector are precomputed sparse matrices (built once, "
+     "reused).")
     n_det: int
     def __init__(self, n: int, theta):
         if not isinstance(n, (int, np.integer)) or n < 4: raise ValueError(f"n must be an integer >= 4, got {n!r}")
@@ -100,7 +115,7 @@ class SparseCT(abc.ABC):
         if tuple(sino.shape[-2:]) != self.sino_shape:
             raise ValueError(f"sinogram has {sino.shape[-2]} views × {sino.shape[-1]} bins but the geometry has "
                              f"{len(self.theta)} views × {self.n_det} bins")
-        sino = _as_sino(sino)                                                     # integer counts → float64; NaN refused
+        sino = _as_sino(sino)                                                    # integer counts → float64; NaN refused
         return sino.reshape(-1, sino.shape[-2] * sino.shape[-1]), tuple(sino.shape[:-2])
     def adjoint(self, sino: torch.Tensor) -> torch.Tensor:
         "Back-projection Aᵀ y (the exact adjoint of `forward`): (..., A, n_det) → (..., n, n)."
@@ -118,12 +133,16 @@ class SparseCT(abc.ABC):
 
 # %% ../../nbs/p06_care/00a_operators.ipynb #d73f2e63
 def _filter_padded(q: torch.Tensor, n_det: int) -> tuple[torch.Tensor, int]:
-    "Ramp-filter the detector axis as scikit-image's iradon (zero-pad to the square's diagonal, then to 2^k); returns (filtered (..., diag), diag)."
+    ("Ramp-filter the detector axis as scikit-image's iradon (zero-pad to the square's diagonal, then to 2^k); "
+     "returns (filtered (..., diag), diag).")
     diag = int(math.ceil(math.sqrt(2) * n_det))
     size = max(64, int(2 ** math.ceil(math.log2(2 * diag))))
     pb = diag // 2 - n_det // 2
     p = torch.nn.functional.pad(q, (pb, size - n_det - pb))
-    return torch.fft.ifft(torch.fft.fft(p, dim=-1) * ramp_filter(size, q.dtype, q.device), dim=-1).real[..., :diag], diag
+    return (
+        torch.fft.ifft(torch.fft.fft(p, dim=-1) * ramp_filter(size, q.dtype, q.device), dim=-1).real[..., :diag],
+        diag,
+    )
 
 class ParallelBeam(SparseCT):
     "Parallel-beam geometry of `radon_t`/`fbp_t` (scikit-image conventions) as precomputed sparse matrices."
@@ -131,10 +150,13 @@ class ParallelBeam(SparseCT):
                  theta,                   # (A,) view angles in degrees
                  circle: bool = True,     # FBP zero outside the inscribed circle
                  chunk: int = 16):        # views per block while building (memory bound)
-        super().__init__(n, theta); self.n_det, self.circle, self.chunk = self.n, circle, chunk
+        super().__init__(n, theta)
+        self.n_det, self.circle, self.chunk = self.n, circle, chunk
     def subset(self, idx): return ParallelBeam(self.n, self.theta[np.asarray(idx)], self.circle, self.chunk)
     def _build_A(self):
-        n, c = self.n, self.n // 2; s = np.arange(n) - c; t = s.astype(float)
+        n, c = self.n, self.n // 2
+        s = np.arange(n) - c
+        t = s.astype(float)
         blocks = []
         for a0 in range(0, len(self.theta), self.chunk):
             th = np.deg2rad(self.theta[a0:a0 + self.chunk])[:, None, None]
@@ -147,8 +169,8 @@ class ParallelBeam(SparseCT):
         diag = int(math.ceil(math.sqrt(2) * n))
         rr, cc = np.mgrid[:n, :n].reshape(2, -1) - c
         th = np.deg2rad(self.theta)
-        pos = cc[:, None] * np.cos(th) - rr[:, None] * np.sin(th) + diag // 2          # s(x, θ) in padded detector index
-        w = np.full(pos.shape, math.pi / (2 * A))                                       # ∫_0^π dθ ≈ (π/A) Σ, × ½ of the ramp's scale
+        pos = cc[:, None] * np.cos(th) - rr[:, None] * np.sin(th) + diag // 2         # s(x, θ) in padded detector index
+        w = np.full(pos.shape, math.pi / (2 * A))                          # ∫_0^π dθ ≈ (π/A) Σ, × ½ of the ramp's scale
         if self.circle: w[(rr ** 2 + cc ** 2) > c ** 2] = 0
         return _linear_interp_matrix(pos, w, diag)
     def fbp(self, sino: torch.Tensor) -> torch.Tensor:
@@ -159,33 +181,44 @@ class ParallelBeam(SparseCT):
 
 # %% ../../nbs/p06_care/00a_operators.ipynb #0a9b61d3
 class FanBeam(SparseCT):
-    "2-D fan-beam geometry with a flat detector (virtual, through the isocentre): source at distance D, views over 360°."
+    ("2-D fan-beam geometry with a flat detector (virtual, through the isocentre): source at distance D, views over "
+     "360°.")
     def __init__(self, n: int,                     # image side (pixels)
                  theta,                            # (A,) source angles β in degrees (a full scan covers 360°)
                  source_dist: float,               # D: source–isocentre distance in pixels (> n/√2: outside the image)
                  n_det: int | None = None,         # detector bins (default n)
-                 det_spacing: float | None = None, # bin size at the isocentre (default: the fan just covers the inscribed circle)
+                 det_spacing: float | None = None,  # bin size at the isocentre (default: the fan just covers the
+                                                    # inscribed circle)
                  circle: bool = True, chunk: int = 16):
         super().__init__(n, theta)
         c = self.n // 2
         if not np.isfinite(source_dist) or source_dist <= c * math.sqrt(2):
-            raise ValueError(f"source_dist must exceed the image half-diagonal {c * math.sqrt(2):.1f} pixels, got {source_dist}")
+            raise ValueError(
+                f"source_dist must exceed the image half-diagonal {c * math.sqrt(2):.1f} pixels, got {source_dist}"
+            )
         self.D, self.n_det = float(source_dist), int(n_det or self.n)
-        self.du = float(det_spacing) if det_spacing is not None else self.D / math.sqrt(self.D ** 2 - c ** 2) * self.n / self.n_det
+        self.du = (
+            float(det_spacing)
+            if det_spacing is not None
+            else self.D / math.sqrt(self.D**2 - c**2) * self.n / self.n_det
+        )
         if not self.du > 0: raise ValueError("det_spacing must be > 0")
         self.circle, self.chunk = circle, chunk
-    def __repr__(self): return f"FanBeam(n={self.n}, views={len(self.theta)}, D={self.D:g}, n_det={self.n_det}, du={self.du:.4f})"
-    def subset(self, idx): return FanBeam(self.n, self.theta[np.asarray(idx)], self.D, self.n_det, self.du, self.circle, self.chunk)
-    def _u(self): return (np.arange(self.n_det) - self.n_det // 2) * self.du          # detector coordinate at the isocentre
+    def __repr__(self):
+        return f"FanBeam(n={self.n}, views={len(self.theta)}, D={self.D:g}, n_det={self.n_det}, du={self.du:.4f})"
+    def subset(self, idx):
+        return FanBeam(self.n, self.theta[np.asarray(idx)], self.D, self.n_det, self.du, self.circle, self.chunk)
+    def _u(self):                                                                 # detector coordinate at the isocentre
+        return (np.arange(self.n_det) - self.n_det // 2) * self.du
     def _build_A(self):
         n, c, D, u = self.n, self.n // 2, self.D, self._u()
-        tau = np.arange(-n, n + 1, dtype=float)                                       # samples along the ray, 1 pixel apart
+        tau = np.arange(-n, n + 1, dtype=float)                                   # samples along the ray, 1 pixel apart
         blocks = []
         for a0 in range(0, len(self.theta), self.chunk):
             b = np.deg2rad(self.theta[a0:a0 + self.chunk])[:, None]
-            d = np.stack([np.sin(b), np.cos(b)], -1)                                  # central ray direction d(β) in (col, row)
+            d = np.stack([np.sin(b), np.cos(b)], -1)                          # central ray direction d(β) in (col, row)
             e = np.stack([np.cos(b), -np.sin(b)], -1)                                 # detector axis e(β)
-            S, P = -D * d, u[None, :, None] * e                                       # source, detector points (k, n_det, 2)
+            S, P = -D * d, u[None, :, None] * e                                  # source, detector points (k, n_det, 2)
             w = (P - S) / np.linalg.norm(P - S, axis=-1, keepdims=True)               # unit ray directions
             pts = P[:, :, None, :] + tau[None, None, :, None] * w[:, :, None, :] + c  # (k, n_det, T, 2)
             blocks.append(_bilinear_coo(pts[..., 0].reshape(-1, len(tau)), pts[..., 1].reshape(-1, len(tau)), n))
@@ -197,18 +230,18 @@ class FanBeam(SparseCT):
         b = np.deg2rad(self.theta)
         rd = cc[:, None] * np.sin(b) + rr[:, None] * np.cos(b)                        # r·d(β)
         re = cc[:, None] * np.cos(b) - rr[:, None] * np.sin(b)                        # r·e(β)
-        U = (D + rd) / D                                                              # U = (D + r·d)/D  (Kak & Slaney §3.4.2)
-        pos = (D * re / (D + rd)) / self.du + diag // 2                               # u' = D r·e / (D + r·d), padded index
-        w = math.pi / (2 * A) / U ** 2                                                # f = Σ_β U⁻² Q_β(u') · π/(2A)  (360° scan)
+        U = (D + rd) / D                                                        # U = (D + r·d)/D  (Kak & Slaney §3.4.2)
+        pos = (D * re / (D + rd)) / self.du + diag // 2                           # u' = D r·e / (D + r·d), padded index
+        w = math.pi / (2 * A) / U ** 2                                       # f = Σ_β U⁻² Q_β(u') · π/(2A)  (360° scan)
         if self.circle: w[(rr ** 2 + cc ** 2) > c ** 2] = 0
         return _linear_interp_matrix(pos, w, diag)
     def fbp(self, sino: torch.Tensor) -> torch.Tensor:
         "Fan-beam FBP (flat detector): cosine pre-weight D/√(D²+u²), ramp filter, U⁻²-weighted back-projection."
         y, lead = self._check_sino(sino)
         u = torch.as_tensor(self._u(), dtype=y.dtype, device=y.device)
-        q = y.reshape(-1, *self.sino_shape) * (self.D / torch.sqrt(self.D ** 2 + u ** 2))   # R'_β(u) = R_β(u) D/√(D²+u²)
+        q = y.reshape(-1, *self.sino_shape) * (self.D / torch.sqrt(self.D ** 2 + u ** 2))  # R'_β(u) = R_β(u) D/√(D²+u²)
         q, diag = _filter_padded(q, self.n_det)
-        q = q / self.du                                                               # ramp kernel for bin size du scales as 1/du
+        q = q / self.du                                                     # ramp kernel for bin size du scales as 1/du
         return self._apply("BP", q.reshape(q.shape[0], -1), lead).reshape(*lead, self.n, self.n)
 
 # %% ../../nbs/p06_care/00a_operators.ipynb #042a69d1
@@ -242,7 +275,8 @@ def os_sart(op: SparseCT,             # geometry (ParallelBeam or FanBeam)
             nonneg: bool = True,
             x0: torch.Tensor | None = None) -> torch.Tensor:
     "Ordered-subset SART on any sparse geometry."
-    op._check_sino(sino); sino = _as_sino(sino)
+    op._check_sino(sino)
+    sino = _as_sino(sino)
     if not 0 < relaxation < 2: raise ValueError(f"relaxation must be in (0, 2), got {relaxation}")
     n_iter = _check_n_iter(n_iter)
     subs = _subsets(op, n_subsets)
@@ -257,7 +291,8 @@ def tv_gradient(x: torch.Tensor,    # (..., n, n) images
     "Gradient of the isotropic total variation Σ √(Δ_r² + Δ_c² + ε) (forward differences, replicate edge)."
     with torch.enable_grad():
         z = x.detach().clone().requires_grad_(True)
-        dr = torch.diff(z, dim=-2, append=z[..., -1:, :]); dc = torch.diff(z, dim=-1, append=z[..., -1:])
+        dr = torch.diff(z, dim=-2, append=z[..., -1:, :])
+        dc = torch.diff(z, dim=-1, append=z[..., -1:])
         (g,) = torch.autograd.grad(torch.sqrt(dr ** 2 + dc ** 2 + eps).sum(), z)
     return g
 
@@ -266,7 +301,7 @@ def asd_pocs(op: SparseCT,            # geometry
              n_iter: int = 20,        # outer iterations (data step + TV steps)
              n_subsets: int = 10,     # OS-SART subsets of the data step
              tv_iter: int = 10,       # n_g: TV steepest-descent steps per iteration (TIGRE: 20)
-             alpha: float = 0.002,    # α: TV step relative to the data-step change d_p (first iteration; TIGRE's default)
+             alpha: float = 0.002,  # α: TV step relative to the data-step change d_p (first iteration; TIGRE's default)
              alpha_red: float = 0.95, # α_red: TV step shrink factor
              r_max: float = 0.95,     # r_max: largest allowed ratio d_g / d_p
              beta: float = 1.0,       # β: data-step relaxation (start)
@@ -274,10 +309,12 @@ def asd_pocs(op: SparseCT,            # geometry
              eps: float = 0.0,        # ε: data-tolerance ‖Ax − y‖ below which the TV step is not reduced
             ) -> torch.Tensor:
     "ASD-POCS (Sidky & Pan 2008): OS-SART + positivity, then adaptive steepest descent on the TV, per slice."
-    op._check_sino(sino); sino = _as_sino(sino)
+    op._check_sino(sino)
+    sino = _as_sino(sino)
     for k, v in dict(alpha=alpha, alpha_red=alpha_red, r_max=r_max, beta=beta, beta_red=beta_red).items():
         if not v > 0: raise ValueError(f"{k} must be > 0, got {v}")
-    if not (0 < alpha_red <= 1 and 0 < beta_red <= 1 and beta < 2): raise ValueError("need 0 < alpha_red, beta_red <= 1 and beta < 2")
+    if not (0 < alpha_red <= 1 and 0 < beta_red <= 1 and beta < 2):
+        raise ValueError("need 0 < alpha_red, beta_red <= 1 and beta < 2")
     n_iter = _check_n_iter(n_iter)
     if isinstance(tv_iter, bool) or not isinstance(tv_iter, (int, np.integer)) or tv_iter < 0:
         raise ValueError(f"tv_iter must be an integer >= 0, got {tv_iter!r}")
@@ -290,11 +327,13 @@ def asd_pocs(op: SparseCT,            # geometry
         x = _sart_sweep(x, sino, subs, beta, nonneg=True)                               # POCS: data consistency + x ≥ 0
         x_res = x
         dd = norm(op.forward(x) - sino)                                               # d_d = ‖A x − y‖
-        dp = norm(x - x_prev)                                                         # d_p: change made by the data step
+        dp = norm(x - x_prev)                                                        # d_p: change made by the data step
         if dtvg is None: dtvg = alpha * dp
         for _ in range(tv_iter):                                                      # ASD: normalised TV descent
-            g = tv_gradient(x); x = x - dtvg * g / norm(g).clamp_min(1e-12)
+            g = tv_gradient(x)
+            x = x - dtvg * g / norm(g).clamp_min(1e-12)
         dg = norm(x - x_res)
-        dtvg = torch.where((dg > r_max * dp) & (dd > eps), dtvg * alpha_red, dtvg)   # keep the TV step below the data step
+        dtvg = torch.where((dg > r_max * dp) & (dd > eps), dtvg * alpha_red, dtvg)  # keep the TV step below the data
+                                                                                    # step
         beta *= beta_red
     return x

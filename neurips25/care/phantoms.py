@@ -27,7 +27,8 @@ def shepp_logan(n: int = 128) -> np.ndarray:
     from skimage.transform import resize
     if not isinstance(n, (int, np.integer)) or n < 8: raise ValueError(f"n must be an integer >= 8, got {n!r}")
     img = resize(shepp_logan_phantom(), (n, n), order=1, anti_aliasing=False, mode="constant")
-    c = n // 2; rr, cc = np.ogrid[:n, :n]
+    c = n // 2
+    rr, cc = np.ogrid[:n, :n]
     img[(rr - c) ** 2 + (cc - c) ** 2 > c ** 2] = 0
     return img
 
@@ -39,7 +40,8 @@ def _grid(n):
 def ellipse_mask(n: int, cx: float, cy: float, a: float, b: float, phi: float = 0.0) -> np.ndarray:
     "Boolean ellipse on the normalised [-1,1]² grid: centre (cx, cy), semi-axes (a, b), rotation φ (rad)."
     if a <= 0 or b <= 0: raise ValueError("semi-axes must be > 0")
-    u, v = _grid(n); du, dv = u - cx, v - cy
+    u, v = _grid(n)
+    du, dv = u - cx, v - cy
     c, s = np.cos(phi), np.sin(phi)
     return ((c * du + s * dv) / a) ** 2 + ((-s * du + c * dv) / b) ** 2 <= 1
 
@@ -47,12 +49,15 @@ def tube_mask(n: int, pts: np.ndarray, radius_px: float) -> np.ndarray:
     "Pixels within `radius_px` of the polyline `pts` (k, 2) given in normalised (u, v) coordinates."
     pts = np.asarray(pts, float)
     if pts.ndim != 2 or pts.shape[1] != 2 or len(pts) < 2: raise ValueError("pts must be a (k >= 2, 2) polyline")
-    seg = np.diff(pts, axis=0); L = np.linalg.norm(seg, axis=1) * n / 2
+    seg = np.diff(pts, axis=0)
+    L = np.linalg.norm(seg, axis=1) * n / 2
     dense = np.concatenate([p0 + np.linspace(0, 1, max(int(np.ceil(2 * l)), 2))[:, None] * d
                             for p0, d, l in zip(pts[:-1], seg, L)])      # ≥ 2 samples per pixel along the curve
-    col = np.round(dense[:, 0] * n / 2 + (n - 1) / 2).astype(int); row = np.round(dense[:, 1] * n / 2 + (n - 1) / 2).astype(int)
+    col = np.round(dense[:, 0] * n / 2 + (n - 1) / 2).astype(int)
+    row = np.round(dense[:, 1] * n / 2 + (n - 1) / 2).astype(int)
     ok = (col >= 0) & (col < n) & (row >= 0) & (row < n)
-    curve = np.zeros((n, n), bool); curve[row[ok], col[ok]] = True
+    curve = np.zeros((n, n), bool)
+    curve[row[ok], col[ok]] = True
     if not curve.any(): return curve
     return ndi.distance_transform_edt(~curve) <= radius_px
 
@@ -61,18 +66,30 @@ def random_walk(rng: np.random.Generator, start, heading: float, n_steps: int, s
                 region: tuple = (0.0, 0.0, 0.8, 0.55)) -> np.ndarray:
     "Random-walk polyline (n_steps+1, 2) with turning noise σ, kept inside the ellipse `region` = (cx, cy, a, b)."
     cx, cy, a, b = region
-    p = np.array(start, float); psi = heading; out = [p.copy()]
+    p = np.array(start, float)
+    psi = heading
+    out = [p.copy()]
     for _ in range(n_steps):
         psi += sigma * rng.standard_normal()
         q = p + step * np.array([np.cos(psi), np.sin(psi)])
         if ((q[0] - cx) / a) ** 2 + ((q[1] - cy) / b) ** 2 > 1:          # reflect: turn back toward the centre
             psi = np.arctan2(cy - p[1], cx - p[0]) + 0.3 * rng.standard_normal()
             q = p + step * np.array([np.cos(psi), np.sin(psi)])
-        p = q; out.append(p.copy())
+        p = q
+        out.append(p.copy())
     return np.array(out)
 
-def branching_curves(rng: np.random.Generator, start, heading: float, length: int, step: float = 0.02,
-                     sigma: float = 0.12, p_branch: float = 0.08, depth: int = 2, region=(0.0, 0.05, 0.7, 0.45)) -> list:
+def branching_curves(
+    rng: np.random.Generator,
+    start,
+    heading: float,
+    length: int,
+    step: float = 0.02,
+    sigma: float = 0.12,
+    p_branch: float = 0.08,
+    depth: int = 2,
+    region=(0.0, 0.05, 0.7, 0.45),
+) -> list:
     "A vessel tree as a list of polylines: a smooth walk whose steps spawn shorter side branches."
     main = random_walk(rng, start, heading, length, step, sigma, region)
     out = [main]
@@ -80,7 +97,9 @@ def branching_curves(rng: np.random.Generator, start, heading: float, length: in
         for k in range(2, len(main) - 2):
             if rng.random() < p_branch:
                 h = heading + rng.choice([-1, 1]) * rng.uniform(0.5, 1.2)
-                out += branching_curves(rng, main[k], h, max(length // 2, 3), step, sigma, p_branch / 2, depth - 1, region)
+                out += branching_curves(
+                    rng, main[k], h, max(length // 2, 3), step, sigma, p_branch / 2, depth - 1, region
+                )
     return out
 
 # %% ../../nbs/p06_care/01_phantoms.ipynb #75cda1ec
@@ -111,15 +130,18 @@ def anatomical_phantom(n: int = 128,            # image size (pixels)
     if phase not in ("venous", "arterial"): raise ValueError(f"phase must be 'venous' or 'arterial', got {phase!r}")
     spacing = 384.0 / n if spacing is None else float(spacing)
     if not spacing > 0: raise ValueError(f"spacing must be > 0 mm, got {spacing}")
-    rng = np.random.default_rng(seed); J = lambda s=0.03: s * rng.standard_normal()
+    rng = np.random.default_rng(seed)
+    J = lambda s=0.03: s * rng.standard_normal()
     art = phase == "arterial"
     mm = lambda x: x / spacing                                            # mm → pixels
-    hu = np.full((n, n), -1000.0, np.float32); lab = np.zeros((n, n), np.uint8)
+    hu = np.full((n, n), -1000.0, np.float32)
+    lab = np.zeros((n, n), np.uint8)
     def paint(mask, value, label=0):
         hu[mask] = value
         if label: lab[mask] = label
         else: lab[mask] = 0
-    # body: fat rim −100, muscle ring 50, soft tissue 30        (painter's order: body → bone → organs → intestines → vessels)
+    # body: fat rim −100, muscle ring 50, soft tissue 30        (painter's order: body → bone → organs → intestines →
+    # vessels)
     ba, bb = 0.84 + J(0.02), 0.60 + J(0.02)
     paint(ellipse_mask(n, 0, 0, ba, bb), -100.0)
     fat = (10 + 5 * rng.random()) / (n * spacing / 2)
@@ -127,7 +149,8 @@ def anatomical_phantom(n: int = 128,            # image size (pixels)
     paint(ellipse_mask(n, 0, -0.02, ba - fat - 0.06, bb - fat - 0.06), 30.0)
     # spine (cortex 1000, core 250, canal 15) and rib arcs 700
     sy = 0.38 + J(0.01)
-    paint(ellipse_mask(n, 0, sy, 0.11, 0.09), 1000.0); paint(ellipse_mask(n, 0, sy, 0.085, 0.065), 250.0)
+    paint(ellipse_mask(n, 0, sy, 0.11, 0.09), 1000.0)
+    paint(ellipse_mask(n, 0, sy, 0.085, 0.065), 250.0)
     paint(ellipse_mask(n, 0, sy + 0.13, 0.04, 0.035), 15.0)
     for side in (-1, 1):
         for k, ang in enumerate((0.5, 0.9, 1.3)):
@@ -138,30 +161,55 @@ def anatomical_phantom(n: int = 128,            # image size (pixels)
     liver |= ellipse_mask(n, -0.18 + J(), -0.25 + J(), 0.2, 0.13, -0.2 + J(0.1))
     paint(liver, 70.0 if art else 100.0, 12)
     paint(ellipse_mask(n, 0.5 + J(), 0.12 + J(), 0.14 + J(0.01), 0.09, 0.9 + J(0.1)), 110.0, 17)             # spleen
-    for lbl, side in ((11, -1), (10, 1)):                                                                    # kidneys R (image left) / L
+    for lbl, side in ((11, -1), (10, 1)):                                                   # kidneys R (image left) / L
         kx, ky = side * (0.27 + J(0.01)), 0.28 + J(0.01)
         paint(ellipse_mask(n, kx, ky, 0.085, 0.12, side * 0.4), 220.0 if art else 180.0, lbl)
         paint(ellipse_mask(n, kx + side * 0.02, ky, 0.035, 0.06, side * 0.4), 90.0 if art else 120.0, lbl)  # medulla
     t = np.linspace(0, 1, rng.integers(4, 7))
-    for tk in t:                                                                                             # pancreas chain
-        paint(ellipse_mask(n, -0.12 + 0.5 * tk + J(0.01), 0.05 - 0.1 * tk * (1 - tk) + J(0.01), 0.055, 0.035, 0.2 * rng.standard_normal()), 100.0, 13)
+    for tk in t:                                                                                        # pancreas chain
+        paint(
+            ellipse_mask(
+                n,
+                -0.12 + 0.5 * tk + J(0.01),
+                0.05 - 0.1 * tk * (1 - tk) + J(0.01),
+                0.055,
+                0.035,
+                0.2 * rng.standard_normal(),
+            ),
+            100.0,
+            13,
+        )
     # small organs
-    paint(ellipse_mask(n, -0.3 + J(0.02), 0.06 + J(0.01), mm(18) / (n / 2), mm(12) / (n / 2), 0.5), 10.0, 8)  # gallbladder
-    th = np.linspace(0.4 * np.pi, 1.6 * np.pi, 20)                                                           # duodenum: C-shape
+    paint(
+        ellipse_mask(n, -0.3 + J(0.02), 0.06 + J(0.01), mm(18) / (n / 2), mm(12) / (n / 2), 0.5), 10.0, 8
+    )  # gallbladder
+    th = np.linspace(0.4 * np.pi, 1.6 * np.pi, 20)                                                   # duodenum: C-shape
     duo = np.stack([-0.16 + 0.1 * np.cos(th), 0.04 + 0.09 * np.sin(th)], 1)
-    paint(tube_mask(n, duo, mm(10)), 40.0, 7); paint(tube_mask(n, duo, mm(4)) & (lab == 7), 5.0, 7)
+    paint(tube_mask(n, duo, mm(10)), 40.0, 7)
+    paint(tube_mask(n, duo, mm(4)) & (lab == 7), 5.0, 7)
     # intestines: colon (wide) and small bowel (narrow) random-walk tubes
-    for lbl, r_mm, steps, step, reg in ((6, 11, 40, 0.04, (0.0, -0.1, 0.62, 0.25)), (16, 6, 70, 0.025, (0.12, -0.08, 0.3, 0.2))):
+    for lbl, r_mm, steps, step, reg in (
+        (6, 11, 40, 0.04, (0.0, -0.1, 0.62, 0.25)),
+        (16, 6, 70, 0.025, (0.12, -0.08, 0.3, 0.2)),
+    ):
         path = random_walk(rng, (reg[0] + J(0.05), reg[1] + J(0.05)), rng.uniform(0, 2 * np.pi), steps, step, 0.35, reg)
-        paint(tube_mask(n, path, mm(r_mm)), 40.0, lbl); paint(tube_mask(n, path, mm(r_mm) * 0.5) & (lab == lbl), 0.0, lbl)
+        paint(tube_mask(n, path, mm(r_mm)), 40.0, lbl)
+        paint(tube_mask(n, path, mm(r_mm) * 0.5) & (lab == lbl), 0.0, lbl)
     # adrenals last among the organs: thin and easily overpainted (a deviation from strict painter's order)
-    for lbl, side in ((3, -1), (2, 1)):                                                                      # adrenals: thin V
+    for lbl, side in ((3, -1), (2, 1)):                                                               # adrenals: thin V
         ax, ay = side * 0.2, 0.13
         for phi in (0.6, -0.6):
-            paint(ellipse_mask(n, ax + J(0.005), ay + J(0.005), mm(14) / (n / 2), mm(3.5) / (n / 2), side * phi + np.pi / 2), 40.0, lbl)
+            paint(
+                ellipse_mask(
+                    n, ax + J(0.005), ay + J(0.005), mm(14) / (n / 2), mm(3.5) / (n / 2), side * phi + np.pi / 2
+                ),
+                40.0,
+                lbl,
+            )
     # vessels: aorta/IVC cross-sections, SMA and veins as thin branching curves, renal veins to the IVC
     vart, vven = (300.0, 160.0) if art else (180.0, 170.0)
-    ao = (0.06 + J(0.01), 0.22 + J(0.01)); ivc = (-0.1 + J(0.01), 0.2 + J(0.01))
+    ao = (0.06 + J(0.01), 0.22 + J(0.01))
+    ivc = (-0.1 + J(0.01), 0.2 + J(0.01))
     celiac = np.array([ao, (ao[0] + 0.02, ao[1] - 0.12 + J(0.01))])
     paint(tube_mask(n, celiac, mm(3.5)), vart, 5)
     for lbl, start, head, length, r_mm, val in ((15, (ao[0], ao[1] - 0.16), -np.pi / 2 + J(0.2), 18, 3.0, vart),
@@ -174,5 +222,6 @@ def anatomical_phantom(n: int = 128,            # image size (pixels)
     paint(ellipse_mask(n, *ao, mm(12) / (n / 2), mm(12) / (n / 2)), vart, 1)
     paint(ellipse_mask(n, *ivc, mm(11) / (n / 2), mm(9) / (n / 2)), vven, 9)
     body = ellipse_mask(n, 0, 0, ba, bb)
-    lab[~body] = 0; hu[~body] = -1000.0
+    lab[~body] = 0
+    hu[~body] = -1000.0
     return Phantom(hu=hu, labels=lab, spacing=(spacing, spacing), seed=seed, phase=phase, meta=dict(n=n))

@@ -20,7 +20,8 @@ def oracle_segment(rec: np.ndarray,         # reconstructed image (same units as
                   ) -> np.ndarray:
     "Oracle thresholding: label pixels near each GT structure whose value is within `band` of its GT range."
     rec, ref, gt = np.asarray(rec, float), np.asarray(ref, float), np.asarray(gt_labels)
-    if not (rec.shape == ref.shape == gt.shape): raise ValueError(f"shapes differ: {rec.shape}, {ref.shape}, {gt.shape}")
+    if not (rec.shape == ref.shape == gt.shape):
+        raise ValueError(f"shapes differ: {rec.shape}, {ref.shape}, {gt.shape}")
     if not np.issubdtype(gt.dtype, np.integer): raise ValueError("gt_labels must be an integer array")
     if not (np.isfinite(rec).all() and np.isfinite(ref).all()): raise ValueError("images contain NaN or inf")
     sp = _check_spacing(spacing, gt.ndim)

@@ -38,7 +38,9 @@ def make_cases(n_cases: int,            # number of phantoms
         mu = torch.tensor(hu_to_mu(P.hu, P.spacing[0]))
         y, th = sparse_view_sinogram(mu, n_views, noise, level, seed=seed + k)
         rec_hu = (fbp_t(y, th) / (MU_WATER * P.spacing[0]) - 1) * 1000    # μ per pixel → HU
-        gts.append(torch.tensor(P.hu, dtype=torch.float64)); recs.append(rec_hu); labs.append(torch.tensor(P.labels.astype(np.int64)))
+        gts.append(torch.tensor(P.hu, dtype=torch.float64))
+        recs.append(rec_hu)
+        labs.append(torch.tensor(P.labels.astype(np.int64)))
         sps.append(P.spacing)
     return dict(gt_hu=torch.stack(gts)[:, None].float(), rec_hu=torch.stack(recs)[:, None].float(),
                 labels=torch.stack(labs), spacing=sps, n_views=n_views)
@@ -113,7 +115,7 @@ def train_segmenter(images_hu: torch.Tensor,   # (B, 1, H, W) ground-truth image
                     width: int = 16, depth: int = 2,
                     seed: int = 0,
                     batch_size: int | None = None,  # None: full batch (as before); else random minibatches
-                    noise_hu: float = 0.0,     # augmentation: add N(0, σ²) HU with σ ~ U(0, noise_hu) per image and step
+                    noise_hu: float = 0.0,    # augmentation: add N(0, σ²) HU with σ ~ U(0, noise_hu) per image and step
                     amp: bool = False,         # bfloat16 autocast (full on CUDA); False: the fp32 loop
                     checkpoint: str | Path | None = None,  # resume from / save to this file (None: no checkpoints)
                     checkpoint_every: int = 500,  # steps between checkpoints
@@ -128,7 +130,8 @@ def train_segmenter(images_hu: torch.Tensor,   # (B, 1, H, W) ground-truth image
     torch.manual_seed(seed)
     model = UNet(1, N_CLASSES, width, depth).to(images_hu.device)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
-    x = hu_to_input(images_hu); hist = []
+    x = hu_to_input(images_hu)
+    hist = []
     plain = batch_size is None and noise_hu == 0                          # the original full-batch loop
     g = torch.Generator(device=images_hu.device).manual_seed(seed)
     ck = _Checkpoint(checkpoint, checkpoint_every, dict(kind="segmenter", lr=lr, width=width, depth=depth, seed=seed,
@@ -179,14 +182,18 @@ def train_enhancer(rec_hu: torch.Tensor,      # (B, 1, H, W) reconstructions (HU
                    checkpoint_every: int = 500,  # steps between checkpoints
                   ) -> tuple[UNet, list]:
     "Train a residual U-Net enhancer on (reconstruction, ground truth) pairs with the CARE loss."
-    _check_images(rec_hu, "rec_hu"); _check_images(gt_hu, "gt_hu")
+    _check_images(rec_hu, "rec_hu")
+    _check_images(gt_hu, "gt_hu")
     if rec_hu.shape != gt_hu.shape or rec_hu.ndim != 4: raise ValueError("rec and gt must both be (B, 1, H, W)")
     _check_batch(batch_size)
     torch.manual_seed(seed)
     model = UNet(1, 1, width, depth, residual=True).to(rec_hu.device)
-    torch.nn.init.zeros_(model.head.weight); torch.nn.init.zeros_(model.head.bias)   # identity at start
+    # identity at start
+    torch.nn.init.zeros_(model.head.weight)
+    torch.nn.init.zeros_(model.head.bias)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
-    x, t = hu_to_input(rec_hu), hu_to_input(gt_hu); hist = []
+    x, t = hu_to_input(rec_hu), hu_to_input(gt_hu)
+    hist = []
     g = torch.Generator(device=rec_hu.device).manual_seed(seed)
     ck = _Checkpoint(checkpoint, checkpoint_every, dict(kind="enhancer", lambda_s=lambda_s, lambda_p=lambda_p, lr=lr,
                      width=width, depth=depth, seed=seed, batch_size=batch_size, amp=amp,

@@ -36,14 +36,16 @@ def tube_mask_3d(shape, spacing,            # grid and voxel size in mm
                  radius,                    # mm: a scalar or one per polyline point
                 ) -> np.ndarray:
     "Voxels within the (interpolated) radius of a polyline: resample at half a voxel, cKDTree nearest point."
-    P = np.asarray(points, float); r = np.broadcast_to(np.asarray(radius, float), (len(P),))
+    P = np.asarray(points, float)
+    r = np.broadcast_to(np.asarray(radius, float), (len(P),))
     if P.ndim != 2 or P.shape[1] != 3 or len(P) < 2: raise ValueError("points must be a (k >= 2, 3) polyline")
     if (r <= 0).any(): raise ValueError("radii must be > 0 mm")
     step = 0.5 * min(spacing)
     seg = np.linalg.norm(np.diff(P, axis=0), axis=1)
     s = np.concatenate([[0], np.cumsum(seg)])
     t = np.linspace(0, s[-1], max(int(np.ceil(s[-1] / step)) + 1, 2))
-    C = np.stack([np.interp(t, s, P[:, k]) for k in range(3)], 1); R = np.interp(t, s, r)
+    C = np.stack([np.interp(t, s, P[:, k]) for k in range(3)], 1)
+    R = np.interp(t, s, r)
     out = np.zeros(shape, bool)
     ax = _centres(shape, spacing)
     lo = [np.searchsorted(a, C[:, k].min() - R.max()) for k, a in enumerate(ax)]       # bounding box of the tube
@@ -51,20 +53,27 @@ def tube_mask_3d(shape, spacing,            # grid and voxel size in mm
     if any(h <= l for l, h in zip(lo, hi)): return out
     g = np.stack(np.meshgrid(*[a[l:h] for a, l, h in zip(ax, lo, hi)], indexing="ij"), -1).reshape(-1, 3)
     d, i = cKDTree(C).query(g, distance_upper_bound=R.max())
-    hit = np.isfinite(d); hit[hit] = d[hit] <= R[i[hit]]
+    hit = np.isfinite(d)
+    hit[hit] = d[hit] <= R[i[hit]]
     out[lo[0]:hi[0], lo[1]:hi[1], lo[2]:hi[2]] = hit.reshape([h - l for l, h in zip(lo, hi)])
     return out
 
 # %% ../../nbs/p06_care/01a_volumes.ipynb #c0e71fe6
 def _walk3d(rng, start, n_steps, step, sigma, lo, hi):
     "Persistent 3-D random walk (turning angle ~ N(0, σ)) reflected into the box [lo, hi] (mm)."
-    p = np.array(start, float); d = rng.standard_normal(3); d /= np.linalg.norm(d); pts = [p.copy()]
+    p = np.array(start, float)
+    d = rng.standard_normal(3)
+    d /= np.linalg.norm(d)
+    pts = [p.copy()]
     for _ in range(n_steps):
-        d = d + sigma * rng.standard_normal(3); d /= np.linalg.norm(d)
+        d = d + sigma * rng.standard_normal(3)
+        d /= np.linalg.norm(d)
         q = p + step * d
         out = (q < lo) | (q > hi)
-        d[out] *= -1; q = np.clip(p + step * d, lo, hi)
-        p = q; pts.append(p.copy())
+        d[out] *= -1
+        q = np.clip(p + step * d, lo, hi)
+        p = q
+        pts.append(p.copy())
     return np.array(pts)
 
 def anatomical_phantom_3d(shape=(48, 128, 128),          # (Z, Y, X) voxels
@@ -74,15 +83,19 @@ def anatomical_phantom_3d(shape=(48, 128, 128),          # (Z, Y, X) voxels
                          ) -> Phantom:
     "Synthetic labelled 3-D abdomen (CARE label indices, all four structure groups) on an anisotropic grid."
     shape, spacing = tuple(int(s) for s in shape), tuple(float(s) for s in spacing)
-    if len(shape) != 3 or shape[0] < 4 or min(shape[1:]) < 32: raise ValueError(f"shape must be (Z >= 4, Y >= 32, X >= 32), got {shape}")
+    if len(shape) != 3 or shape[0] < 4 or min(shape[1:]) < 32:
+        raise ValueError(f"shape must be (Z >= 4, Y >= 32, X >= 32), got {shape}")
     if len(spacing) != 3 or min(spacing) <= 0: raise ValueError(f"spacing must be 3 positive mm values, got {spacing}")
     if phase not in ("venous", "arterial"): raise ValueError(f"phase must be 'venous' or 'arterial', got {phase!r}")
-    rng = np.random.default_rng(seed); J = lambda s: s * rng.standard_normal()
+    rng = np.random.default_rng(seed)
+    J = lambda s: s * rng.standard_normal()
     art = phase == "arterial"
     Lz, Ly, Lx = [s * d for s, d in zip(shape, spacing)]                   # extent in mm
-    hu = np.full(shape, -1000.0, np.float32); lab = np.zeros(shape, np.uint8)
+    hu = np.full(shape, -1000.0, np.float32)
+    lab = np.zeros(shape, np.uint8)
     def paint(mask, value, label=0):
-        hu[mask] = value; lab[mask] = label
+        hu[mask] = value
+        lab[mask] = label
     z, y, x = np.ix_(*_centres(shape, spacing))
     # body: an elliptic cylinder whose semi-axes vary smoothly along z (0.42 / 0.30 of the FOV)
     a = (0.42 + J(0.01)) * Lx * (1 + 0.04 * np.sin(2 * np.pi * z / Lz + J(1)))
@@ -96,8 +109,10 @@ def anatomical_phantom_3d(shape=(48, 128, 128),          # (Z, Y, X) voxels
     # spine: cortical shell 1000 around a 250 core, CSF canal; discs (80 HU) every 25–30 mm; ribs 700
     sy, sr = 0.62 * b.mean() if np.ndim(b) else 0.62 * b, 0.09 * Lx
     vb = np.broadcast_to((x / sr) ** 2 + ((y - sy) / (0.8 * sr)) ** 2 <= 1, shape)
-    paint(vb, 1000.0); paint(np.broadcast_to((x / (0.75 * sr)) ** 2 + ((y - sy) / (0.6 * sr)) ** 2 <= 1, shape), 250.0)
-    gap = rng.uniform(25, 30); disc = np.abs(((z + J(5)) % gap) - gap / 2) < 2.5
+    paint(vb, 1000.0)
+    paint(np.broadcast_to((x / (0.75 * sr)) ** 2 + ((y - sy) / (0.6 * sr)) ** 2 <= 1, shape), 250.0)
+    gap = rng.uniform(25, 30)
+    disc = np.abs(((z + J(5)) % gap) - gap / 2) < 2.5
     paint(vb & np.broadcast_to(disc, shape), 80.0)
     paint(np.broadcast_to((x / (0.35 * sr)) ** 2 + ((y - sy - 1.2 * sr) / (0.3 * sr)) ** 2 <= 1, shape), 15.0)
     for side in (-1, 1):
@@ -106,31 +121,84 @@ def anatomical_phantom_3d(shape=(48, 128, 128),          # (Z, Y, X) voxels
             rib = np.stack([np.full_like(ang, zc + J(2)), (b.mean() - fat - 4) * np.sin(ang - 0.6) * 0.9,
                             side * (a.mean() - fat - 4) * np.cos(ang)], 1)
             paint(tube_mask_3d(shape, spacing, rib, 3.0), 700.0)
-    ax_, ay_ = 0.5 * Lx * 0.84, 0.5 * Ly * 0.60                             # abdominal half-extents (the 2-D phantom's body)
+    ax_, ay_ = 0.5 * Lx * 0.84, 0.5 * Ly * 0.60                        # abdominal half-extents (the 2-D phantom's body)
     # large organs (upper abdomen is +z)
-    liver = ellipsoid_mask(shape, spacing, (0.2 * Lz + J(3), -0.1 * ay_ + J(3), -0.45 * ax_ + J(3)), (0.3 * Lz, 0.55 * ay_, 0.4 * ax_), 0.3 + J(0.1))
-    liver |= ellipsoid_mask(shape, spacing, (0.3 * Lz, -0.35 * ay_, -0.15 * ax_), (0.18 * Lz, 0.25 * ay_, 0.3 * ax_), -0.2 + J(0.1))
+    liver = ellipsoid_mask(
+        shape,
+        spacing,
+        (0.2 * Lz + J(3), -0.1 * ay_ + J(3), -0.45 * ax_ + J(3)),
+        (0.3 * Lz, 0.55 * ay_, 0.4 * ax_),
+        0.3 + J(0.1),
+    )
+    liver |= ellipsoid_mask(
+        shape, spacing, (0.3 * Lz, -0.35 * ay_, -0.15 * ax_), (0.18 * Lz, 0.25 * ay_, 0.3 * ax_), -0.2 + J(0.1)
+    )
     paint(liver, 70.0 if art else 100.0, 12)
-    paint(ellipsoid_mask(shape, spacing, (0.25 * Lz + J(3), 0.15 * ay_ + J(2), 0.6 * ax_ + J(2)), (0.18 * Lz, 0.3 * ay_, 0.16 * ax_), 0.9 + J(0.1)), 110.0, 17)
+    paint(
+        ellipsoid_mask(
+            shape,
+            spacing,
+            (0.25 * Lz + J(3), 0.15 * ay_ + J(2), 0.6 * ax_ + J(2)),
+            (0.18 * Lz, 0.3 * ay_, 0.16 * ax_),
+            0.9 + J(0.1),
+        ),
+        110.0,
+        17,
+    )
     for lbl, side in ((11, -1), (10, 1)):
         kc = (J(3), 0.45 * ay_ + J(2), side * (0.3 * ax_ + J(2)))
-        paint(ellipsoid_mask(shape, spacing, kc, (0.2 * Lz, 0.25 * ay_, 0.1 * ax_), side * 0.4), 220.0 if art else 180.0, lbl)
-        paint(ellipsoid_mask(shape, spacing, kc, (0.12 * Lz, 0.12 * ay_, 0.04 * ax_), side * 0.4), 90.0 if art else 120.0, lbl)
+        paint(
+            ellipsoid_mask(shape, spacing, kc, (0.2 * Lz, 0.25 * ay_, 0.1 * ax_), side * 0.4),
+            220.0 if art else 180.0,
+            lbl,
+        )
+        paint(
+            ellipsoid_mask(shape, spacing, kc, (0.12 * Lz, 0.12 * ay_, 0.04 * ax_), side * 0.4),
+            90.0 if art else 120.0,
+            lbl,
+        )
     for tk in np.linspace(0, 1, rng.integers(4, 7)):                       # pancreas: a chain of small ellipsoids
-        paint(ellipsoid_mask(shape, spacing, (0.05 * Lz + J(2), 0.05 * ay_ - 0.15 * ay_ * tk * (1 - tk), (-0.15 + 0.65 * tk) * ax_),
-                             (10, 0.07 * ay_ * 2, 0.08 * ax_), 0.2 * rng.standard_normal()), 100.0, 13)
+        paint(
+            ellipsoid_mask(
+                shape,
+                spacing,
+                (0.05 * Lz + J(2), 0.05 * ay_ - 0.15 * ay_ * tk * (1 - tk), (-0.15 + 0.65 * tk) * ax_),
+                (10, 0.07 * ay_ * 2, 0.08 * ax_),
+                0.2 * rng.standard_normal(),
+            ),
+            100.0,
+            13,
+        )
     # small organs: gallbladder, adrenals (thin V above each kidney), duodenum (C-shaped tube), celiac stub
     paint(ellipsoid_mask(shape, spacing, (0.0 * Lz + J(2), 0.05 * ay_, -0.35 * ax_), (20, 12, 15), 0.5), 10.0, 8)
     for lbl, side in ((3, -1), (2, 1)):
         for phi in (0.6, -0.6):
-            paint(ellipsoid_mask(shape, spacing, (0.2 * Lz, 0.3 * ay_, side * 0.22 * ax_), (15, 3, 12), side * phi + np.pi / 2), 40.0, lbl)
+            paint(
+                ellipsoid_mask(
+                    shape, spacing, (0.2 * Lz, 0.3 * ay_, side * 0.22 * ax_), (15, 3, 12), side * phi + np.pi / 2
+                ),
+                40.0,
+                lbl,
+            )
     th = np.linspace(0.4 * np.pi, 1.6 * np.pi, 24)
-    duo = np.stack([np.linspace(0.05, -0.1, 24) * Lz, 0.05 * ay_ + 0.15 * ay_ * np.sin(th), -0.2 * ax_ + 0.15 * ax_ * np.cos(th)], 1)
-    paint(tube_mask_3d(shape, spacing, duo, 11.0), 40.0, 7); paint(tube_mask_3d(shape, spacing, duo, 5.0) & (lab == 7), 5.0, 7)
+    duo = np.stack(
+        [np.linspace(0.05, -0.1, 24) * Lz, 0.05 * ay_ + 0.15 * ay_ * np.sin(th), -0.2 * ax_ + 0.15 * ax_ * np.cos(th)],
+        1,
+    )
+    paint(tube_mask_3d(shape, spacing, duo, 11.0), 40.0, 7)
+    paint(tube_mask_3d(shape, spacing, duo, 5.0) & (lab == 7), 5.0, 7)
     # intestines: colon along a frame (ascending, transverse, descending, sigmoid), small bowel a 3-D random walk
     zt, zb = 0.05 * Lz, -0.4 * Lz
-    colon = np.array([[zb, 0.0, -0.6 * ax_], [zt, -0.1 * ay_, -0.6 * ax_], [zt + 5, -0.45 * ay_, 0.0], [zt, -0.1 * ay_, 0.6 * ax_],
-                      [zb, 0.0, 0.6 * ax_], [zb - 0.05 * Lz, -0.3 * ay_, 0.2 * ax_]]) + rng.normal(0, 3, (6, 3))
+    colon = np.array(
+        [
+            [zb, 0.0, -0.6 * ax_],
+            [zt, -0.1 * ay_, -0.6 * ax_],
+            [zt + 5, -0.45 * ay_, 0.0],
+            [zt, -0.1 * ay_, 0.6 * ax_],
+            [zb, 0.0, 0.6 * ax_],
+            [zb - 0.05 * Lz, -0.3 * ay_, 0.2 * ax_],
+        ]
+    ) + rng.normal(0, 3, (6, 3))
     paint(tube_mask_3d(shape, spacing, colon, rng.uniform(12, 16)), 40.0, 6)
     paint(tube_mask_3d(shape, spacing, colon, 6.0) & (lab == 6), -900.0, 6)       # partly air lumen
     lo, hi = np.array([-0.45 * Lz, -0.5 * ay_, -0.4 * ax_]), np.array([-0.05 * Lz, 0.2 * ay_, 0.4 * ax_])
@@ -140,16 +208,38 @@ def anatomical_phantom_3d(shape=(48, 128, 128),          # (Z, Y, X) voxels
     paint(tube_mask_3d(shape, spacing, walk, 0.5 * r_si) & (lab == 16), 200.0 if rng.random() < 0.5 else 10.0, 16)
     # vessels: aorta and IVC vertical, SMA from the aorta anterior then caudal, renal veins to the IVC, celiac stub
     vart, vven = (300.0, 160.0) if art else (180.0, 170.0)
-    ao = np.array([0.0, sy - 1.7 * sr + J(1), 0.08 * ax_ + J(1)]); ivc = np.array([0.0, sy - 1.6 * sr + J(1), -0.15 * ax_ + J(1)])
+    ao = np.array([0.0, sy - 1.7 * sr + J(1), 0.08 * ax_ + J(1)])
+    ivc = np.array([0.0, sy - 1.6 * sr + J(1), -0.15 * ax_ + J(1)])
     paint(tube_mask_3d(shape, spacing, np.array([[-Lz, 0, 0], [Lz, 0, 0]]) + ivc, 10.0), vven, 9)
     paint(tube_mask_3d(shape, spacing, np.array([[-Lz, 0, 0], [Lz, 0, 0]]) + ao, rng.uniform(10, 13)), vart, 1)
-    sma = np.array([[0.1 * Lz, ao[1], ao[2]], [0.08 * Lz, ao[1] - 20, ao[2]], [-0.1 * Lz, ao[1] - 30, ao[2] + J(4)], [-0.4 * Lz, ao[1] - 35, ao[2] + J(6)]])
+    sma = np.array(
+        [
+            [0.1 * Lz, ao[1], ao[2]],
+            [0.08 * Lz, ao[1] - 20, ao[2]],
+            [-0.1 * Lz, ao[1] - 30, ao[2] + J(4)],
+            [-0.4 * Lz, ao[1] - 35, ao[2] + J(6)],
+        ]
+    )
     paint(tube_mask_3d(shape, spacing, sma, 3.5) & (lab != 1), vart, 15)
-    paint(tube_mask_3d(shape, spacing, np.array([[0.2 * Lz, ao[1], ao[2]], [0.22 * Lz, ao[1] - 20 + J(2), ao[2] + 5]]), 3.5) & (lab != 1), vart, 5)
+    paint(
+        tube_mask_3d(
+            shape, spacing, np.array([[0.2 * Lz, ao[1], ao[2]], [0.22 * Lz, ao[1] - 20 + J(2), ao[2] + 5]]), 3.5
+        )
+        & (lab != 1),
+        vart,
+        5,
+    )
     for lbl, side in ((21, -1), (20, 1)):
-        rv = np.array([[J(2), 0.45 * ay_, side * 0.22 * ax_], [J(2) + 2, 0.5 * (0.45 * ay_ + ivc[1]), 0.5 * (side * 0.22 * ax_ + ivc[2])], ivc])
+        rv = np.array(
+            [
+                [J(2), 0.45 * ay_, side * 0.22 * ax_],
+                [J(2) + 2, 0.5 * (0.45 * ay_ + ivc[1]), 0.5 * (side * 0.22 * ax_ + ivc[2])],
+                ivc,
+            ]
+        )
         paint(tube_mask_3d(shape, spacing, rv, 4.5) & ~np.isin(lab, (1, 9)), vven, lbl)
-    hu[~body] = -1000.0; lab[~body] = 0
+    hu[~body] = -1000.0
+    lab[~body] = 0
     return Phantom(hu=hu, labels=lab, spacing=spacing, seed=seed, phase=phase, meta=dict(shape=shape, kind="3d"))
 
 # %% ../../nbs/p06_care/01a_volumes.ipynb #4b2731d0
@@ -169,15 +259,18 @@ def load_head_ct(path: str | None = None,     # .inv3 file (default: the Debian 
             files = {Path(m.name).name: m for m in tf.getmembers() if m.isfile()}
             read = lambda name: tf.extractfile(files[name]).read()
             main = plistlib.loads(read("main.plist"))
-            mat = main["matrix"]; shape = tuple(mat["shape"])
+            mat = main["matrix"]
+            shape = tuple(mat["shape"])
             if mat["dtype"] != "int16" or len(shape) != 3: raise ValueError(f"unexpected matrix {mat['dtype']} {shape}")
             hu = np.frombuffer(read(mat["filename"]), np.int16)
             if hu.size != np.prod(shape): raise ValueError(f"matrix has {hu.size} values, expected {np.prod(shape)}")
             hu = hu.reshape(shape).astype(np.float32)
             masks = {}
             for _, mp in sorted(main["masks"].items()):
-                m = plistlib.loads(read(mp)); ms = tuple(m["mask_shape"])
-                if ms != tuple(s + 1 for s in shape): raise ValueError(f"mask shape {ms} does not match the matrix {shape}")
+                m = plistlib.loads(read(mp))
+                ms = tuple(m["mask_shape"])
+                if ms != tuple(s + 1 for s in shape):
+                    raise ValueError(f"mask shape {ms} does not match the matrix {shape}")
                 arr = np.frombuffer(read(m["mask_file"]), np.uint8).reshape(ms)[1:, 1:, 1:] > 127
                 masks[tuple(m["threshold_range"])] = arr
     except (tarfile.TarError, KeyError, OSError) as e:
@@ -186,6 +279,16 @@ def load_head_ct(path: str | None = None,     # .inv3 file (default: the Debian 
     if len(masks) != 2: raise ValueError(f"expected the bone and soft-tissue masks, found {len(masks)}")
     bone_thr = max(masks)                                                  # the mask with the higher lower threshold
     soft_thr = min(masks)
-    lab = np.zeros(shape, np.uint8); lab[masks[soft_thr]] = 1; lab[masks[bone_thr]] = 2
-    return Phantom(hu=hu, labels=lab, spacing=(float(sz), float(sy), float(sx)), seed=-1, phase="head",
-                   meta=dict(name=main.get("name", ""), thresholds=dict(soft_tissue=soft_thr, bone=bone_thr), source=HEAD_CT_SOURCE))
+    lab = np.zeros(shape, np.uint8)
+    lab[masks[soft_thr]] = 1
+    lab[masks[bone_thr]] = 2
+    return Phantom(
+        hu=hu,
+        labels=lab,
+        spacing=(float(sz), float(sy), float(sx)),
+        seed=-1,
+        phase="head",
+        meta=dict(
+            name=main.get("name", ""), thresholds=dict(soft_tissue=soft_thr, bone=bone_thr), source=HEAD_CT_SOURCE
+        ),
+    )

@@ -25,8 +25,11 @@ def naive_eo_k(z: np.ndarray, s: np.ndarray, y: np.ndarray,   # data
     diff = z[:, None, :] - z[None, :, :]                               # (n, n, d)
     K = np.exp(-(diff ** 2).sum(-1) / (2 * sigma ** 2))                # (n, n)
     del diff
-    _, cells = encode_cells(z, s, y); W, _ = weight_matrix(cells, variant)
-    m = cells.G * cells.C; gam = np.zeros((m, m)); cell = cells.cell
+    _, cells = encode_cells(z, s, y)
+    W, _ = weight_matrix(cells, variant)
+    m = cells.G * cells.C
+    gam = np.zeros((m, m))
+    cell = cells.cell
     for c in range(m):
         for d in range(m):
             if W[c, d] == 0: continue
@@ -41,10 +44,13 @@ def dense_blas_eo_k(z: np.ndarray, s: np.ndarray, y: np.ndarray,   # data
                     unbiased: bool = True,         # U- or V-statistic
                    ) -> float:
     "Plain dense EO_k^2 with BLAS: K = exp(-sqdist / 2 sigma^2) (one GEMM), Gamma = A^T K A (O(n^2) memory)."
-    z, cells = encode_cells(z, s, y); W, _ = weight_matrix(cells, variant)
+    z, cells = encode_cells(z, s, y)
+    W, _ = weight_matrix(cells, variant)
     K = Kernel("gaussian", sigma)(z, z)                                # (n, n): |x|^2 + |y|^2 - 2 X Y^T, then exp
     A = np.eye(cells.G * cells.C)[cells.cell]                          # (n, GC) one-hot cells
-    S = A.T @ (K @ A); cnt = A.sum(0)                                  # S_cc' = sum_{i in c, j in c'} k(z_i, z_j)
+    # S_cc' = sum_{i in c, j in c'} k(z_i, z_j)
+    S = A.T @ (K @ A)
+    cnt = A.sum(0)
     gam = S / np.outer(cnt, cnt)
     if unbiased:
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -64,14 +70,17 @@ def time_call(fn, repeat: int = 3,          # best of this many calls
     tick = time.perf_counter if clock == "wall" else time.process_time
     best = np.inf
     for _ in range(repeat):
-        t = tick(); fn(); best = min(best, tick() - t)
+        t = tick()
+        fn()
+        best = min(best, tick() - t)
     return float(best)
 
 def time_both(fn, repeat: int = 3) -> tuple[float, float]:
     "Best wall time and best CPU (process) time (s) over the same `repeat` calls of fn()."
     wall, cpu = np.inf, np.inf
     for _ in range(repeat):
-        t, c = time.perf_counter(), time.process_time(); fn()
+        t, c = time.perf_counter(), time.process_time()
+        fn()
         wall, cpu = min(wall, time.perf_counter() - t), min(cpu, time.process_time() - c)
     return float(wall), float(cpu)
 
@@ -84,7 +93,8 @@ def time_estimators(ns,                          # sample sizes
                     n_features: int = 256, block_size: int = 64,
                    ) -> pd.DataFrame:
     "Wall time, CPU time and samples/s (wall) of each estimator at each n (Gaussian-mixture data, sigma = 1)."
-    rows = []; k1 = Kernel("gaussian", 1.0)
+    rows = []
+    k1 = Kernel("gaussian", 1.0)
     for n in ns:
         z, s, y = sample_gm(int(n), delta=.5, rng=seed)
         for est in estimators:
@@ -101,7 +111,8 @@ def run_benchmark(n_quad: int = 10_000, n_linear: int = 1_000_000, naive_mem_gb:
     tab = pd.concat([time_estimators([n_quad], ("u",), variant, n_quad, repeat, seed),
                      time_estimators([n_linear], ("linear", "block", "rff"), variant, n_quad, repeat, seed)])
     n_nv = naive_max_n(naive_mem_gb, 2)
-    z, s, y = sample_gm(n_nv, delta=.5, rng=seed); k1 = Kernel("gaussian", 1.0)
+    z, s, y = sample_gm(n_nv, delta=.5, rng=seed)
+    k1 = Kernel("gaussian", 1.0)
     t_fast = time_call(lambda: eo_k(z, s, y, variant, "u", k1), repeat)
     val_nv = [None]
     t_nv = time_call(lambda: val_nv.__setitem__(0, naive_eo_k(z, s, y, variant)), 1)
@@ -124,14 +135,19 @@ def main(argv=None):
     p.add_argument("--seed", type=int, default=0)
     a = p.parse_args(argv)
     tab, cmp = run_benchmark(a.n_quad, a.n_linear, a.naive_mem_gb, a.variant, a.repeat, a.seed)
-    print(f"EO_k estimators ({a.variant}, Gaussian kernel, d=2; threads: OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')})")
+    print(
+        f"EO_k estimators ({a.variant}, Gaussian kernel, d=2; threads: "
+        f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')})"
+    )
     print(tab.to_string(index=False, float_format=lambda v: f"{v:,.4g}"))
     print(f"\nnaive dense numpy vs block-wise U-statistic at n={cmp['n']:,} (largest n whose dense arrays fit "
           f"{cmp['naive_mem_gb']:g} GB): naive {cmp['naive_s']:.3f} s, block-wise {cmp['block_s']:.3f} s, "
           f"speed-up {cmp['speedup']:.1f}x, |difference| {cmp['abs_diff']:.1e}")
-    print(f"plain dense BLAS (n x n kernel by GEMM, Gamma = A^T K A) vs block-wise U-statistic at the same n: dense BLAS "
-          f"{cmp['dense_blas_s']:.3f} s, block-wise {cmp['block_s']:.3f} s, ratio {cmp['speedup_vs_blas']:.2f}x "
-          f"(> 1: block-wise faster), |difference| {cmp['abs_diff_blas']:.1e}")
+    print(
+        f"plain dense BLAS (n x n kernel by GEMM, Gamma = A^T K A) vs block-wise U-statistic at the same n: dense BLAS "
+        f"{cmp['dense_blas_s']:.3f} s, block-wise {cmp['block_s']:.3f} s, ratio {cmp['speedup_vs_blas']:.2f}x "
+        f"(> 1: block-wise faster), |difference| {cmp['abs_diff_blas']:.1e}"
+    )
     return tab, cmp
 
 if __name__ == "__main__" and not in_notebook(): main()   # python -m neurips25.eok.benchmark

@@ -26,12 +26,16 @@ class Certificate:
     kernel: Kernel
 
 def _single(gam, cells, variant, weights, delta, K):
-    cw = cell_weights(cells, variant, weights); w = cw.w[0]                          # O(GC) weights, W never formed
+    # O(GC) weights, W never formed
+    cw = cell_weights(cells, variant, weights)
+    w = cw.w[0]
     G, C = cells.G, cells.C
     comps = [np.arange(G) * C + yv for yv in range(C)] if variant == "stratified" else [np.arange(G * C)]
     sq = sum(float(cw.inner(c, np.nan_to_num(gam[np.ix_(c, c)]))) for c in comps)    # <W, Gamma^> block by block
     est = float(np.sqrt(max(sq, 0.0)))                                              # ||L_w^ mu^||
-    _, m = label_weights(cells, weights if weights is not None else ("marginal" if variant == "stratified" else "group1"))
+    _, m = label_weights(
+        cells, weights if weights is not None else ("marginal" if variant == "stratified" else "group1")
+    )
     if m is None: eps, d1 = 0.0, delta                                              # fixed weights
     else:
         eps = np.sqrt(np.log(2 * (1 if C == 2 else C) / (delta / 2)) / (2 * m))      # Hoeffding + union over labels
@@ -92,6 +96,7 @@ def gretton_u_bound(counts: np.ndarray,   # (2, C) cell counts
                     K: float = 1.0,       # kernel bound
                    ) -> float:
     "Gretton-type (Thm 10 template) two-sided deviation bound for the stratified U-statistic EO_k^2."
-    counts = np.asarray(counts); C = counts.shape[1]
+    counts = np.asarray(counts)
+    C = counts.shape[1]
     m2 = np.maximum(counts.min(0) // 2, 1)                                 # floor(min_s n_{s,y} / 2) per stratum
     return float((np.asarray(w) ** 2 * np.sqrt(8 * K ** 2 * np.log(2 * C / delta) / m2)).sum())

@@ -55,7 +55,8 @@ def encode_cells(z: np.ndarray,  # (n, d) or (n,) representation
     z = _as2d(z)
     if z.shape[0] == 0: raise ValueError("empty input: z has no rows")
     if not np.isfinite(z).all(): raise ValueError("z contains NaN or infinite values")
-    s = _labels(s, "s", z.shape[0]); y = _labels(y, "y", z.shape[0])
+    s = _labels(s, "s", z.shape[0])
+    y = _labels(y, "y", z.shape[0])
     s_values, s_codes = np.unique(s, return_inverse=True)
     y_values, y_codes = np.unique(y, return_inverse=True)
     if len(s_values) < 2: raise ValueError(f"s must contain at least two groups, got {len(s_values)}")
@@ -65,8 +66,10 @@ def encode_cells(z: np.ndarray,  # (n, d) or (n,) representation
             raise ValueError(f"{nm} has {len(vals)} distinct values among {n} samples: EO_k conditions on a discrete "
                              f"{'sensitive attribute' if nm == 's' else 'label'} (bin a continuous one first)")
     if len(s_values) * len(y_values) > MAX_CELLS:
-        raise ValueError(f"{len(s_values)} groups x {len(y_values)} labels = {len(s_values) * len(y_values)} cells exceed "
-                         f"MAX_CELLS={MAX_CELLS}: bin the sensitive attribute or the label")
+        raise ValueError(
+            f"{len(s_values)} groups x {len(y_values)} labels = {len(s_values) * len(y_values)} cells exceed "
+            f"MAX_CELLS={MAX_CELLS}: bin the sensitive attribute or the label"
+        )
     counts = np.zeros((len(s_values), len(y_values)), dtype=np.int64)
     np.add.at(counts, (s_codes, y_codes), 1)
     return z, Cells(s_codes.astype(np.int64), y_codes.astype(np.int64), s_values, y_values, counts)
@@ -101,7 +104,8 @@ class CellWeights:
     G: int             # groups
     C: int             # labels
     w: np.ndarray      # (R, C) label weights, one row per weight vector (R = 2 for the cross weights="symmetric")
-    # stratified: W couples only cells (s, y), (s', y) of one label; block y is w_y^2 (G I - 1 1^T) / |P|, |P| = G(G-1)/2
+    # stratified: W couples only cells (s, y), (s', y) of one label; block y is w_y^2 (G I - 1 1^T) / |P|, |P| =
+    # G(G-1)/2
     # cross: W = mean_r a_r a_r^T (rank one per weight vector), a_r(0, y) = w_ry, a_r(1, y) = -w_ry
 
     @property
@@ -118,8 +122,10 @@ class CellWeights:
         "The dense block W[cidx, cidx] (m, m): only for the m cells of one component (m = G stratified)."
         cidx = np.asarray(cidx)
         if self.variant == "cross":
-            a = self._cross_a(cidx); return np.einsum("rc,rd->cd", a, a) / len(a)
-        s_, y_ = np.divmod(cidx, self.C); wy = self.w[0, y_]
+            a = self._cross_a(cidx)
+            return np.einsum("rc,rd->cd", a, a) / len(a)
+        s_, y_ = np.divmod(cidx, self.C)
+        wy = self.w[0, y_]
         same = (y_[:, None] == y_[None, :]) * (self.G * (s_[:, None] == s_[None, :]) - 1.0)
         return same * (wy[:, None] * wy[None, :]) / (self.G * (self.G - 1) / 2)
 
@@ -127,11 +133,14 @@ class CellWeights:
         "<W[cidx, cidx], Gam> for Gam of shape (..., m, m) on the cells cidx, without forming any W block."
         cidx = np.asarray(cidx)
         if self.variant == "cross":                                   # mean_r a_r^T Gam a_r
-            a = self._cross_a(cidx); return np.einsum("...cd,rc,rd->...", Gam, a, a) / len(a)
-        s_, y_ = np.divmod(cidx, self.C); n_pairs = self.G * (self.G - 1) / 2
+            a = self._cross_a(cidx)
+            return np.einsum("...cd,rc,rd->...", Gam, a, a) / len(a)
+        s_, y_ = np.divmod(cidx, self.C)
+        n_pairs = self.G * (self.G - 1) / 2
         tot = 0.0
         for yv in np.unique(y_):                                      # one stratum per component in `eo_k`
-            ii = np.flatnonzero(y_ == yv); Gy = Gam[..., ii[:, None], ii[None, :]]
+            ii = np.flatnonzero(y_ == yv)
+            Gy = Gam[..., ii[:, None], ii[None, :]]
             # w_y^2 / |P| (G tr Gam_yy - 1^T Gam_yy 1): the sum over pairs s < s' of the squared differences
             tot = tot + self.w[0, yv] ** 2 * (self.G * np.trace(Gy, axis1=-2, axis2=-1) - Gy.sum((-2, -1))) / n_pairs
         return tot
@@ -160,7 +169,8 @@ def weight_matrix(cells: Cells,       # the cell coding
                   variant: str,       # "stratified" | "cross"
                   weights=None,       # None: the variant's default ("marginal" / "group1")
                  ) -> tuple[np.ndarray, np.ndarray]:
-    "The dense (GC, GC) matrix W with EO_k^2 = <W, Gamma> and the label weights (teaching / small GC; `eo_k` uses `cell_weights`)."
+    ("The dense (GC, GC) matrix W with EO_k^2 = <W, Gamma> and the label weights (teaching / small GC; `eo_k` uses "
+     "`cell_weights`).")
     cw = cell_weights(cells, variant, weights)
     return cw.dense(), cw.w
 
@@ -181,7 +191,8 @@ def _strata(cells: Cells) -> list[np.ndarray]:
     return np.split(np.argsort(cells.y, kind="stable"), np.cumsum(np.bincount(cells.y, minlength=cells.C))[:-1])
 
 def _components(cells: Cells, variant: str, W=None) -> list[tuple[np.ndarray, np.ndarray]]:
-    "Independent parts of <W, Gamma>: (sample indices, cell indices) per stratum (stratified) or one (cross); with W, used cells only."
+    ("Independent parts of <W, Gamma>: (sample indices, cell indices) per stratum (stratified) or one (cross); with "
+     "W, used cells only.")
     G, C = cells.G, cells.C
     used = np.ones(G * C, bool) if W is None else _used(cells, W).ravel()
     if variant == "cross":
@@ -189,7 +200,8 @@ def _components(cells: Cells, variant: str, W=None) -> list[tuple[np.ndarray, np
         return [(np.flatnonzero(used[cells.cell]), cidx)] if len(cidx) else []
     out = []
     for yv, idx in enumerate(_strata(cells)):
-        cidx = np.arange(G) * C + yv; cidx = cidx[used[cidx]]
+        cidx = np.arange(G) * C + yv
+        cidx = cidx[used[cidx]]
         if len(cidx) == 0: continue
         if len(cidx) < G: idx = idx[used[cells.cell[idx]]]
         out.append((idx, cidx))
@@ -230,31 +242,39 @@ def _check_counts(cells: Cells, variant: str, W, need: int):
     used = _used(cells, W)                                            # cells with a non-zero weight
     bad = np.argwhere(used & (cells.counts < need))
     if len(bad):
-        s, y = bad[0]; c = cells.counts[s, y]
+        s, y = bad[0]
+        c = cells.counts[s, y]
         what = "is empty" if c == 0 else f"has fewer than {need} samples ({c})"
-        raise ValueError(f"cell (s={cells.s_values[s]!r}, y={cells.y_values[y]!r}) {what}: the {variant} statistic with "
-                         f"this estimator needs at least {need} per (group, label) cell")
+        raise ValueError(
+            f"cell (s={cells.s_values[s]!r}, y={cells.y_values[y]!r}) {what}: the {variant} statistic with "
+            f"this estimator needs at least {need} per (group, label) cell"
+        )
 
 def _component_gram(z, cells, idx, cidx, kern, unbiased, chunk) -> np.ndarray:
     "Gamma^ on the cells cidx of one component (samples idx): (m, m)."
-    loc = np.searchsorted(cidx, cells.cell[idx]); A = _onehot(loc, len(cidx))
+    loc = np.searchsorted(cidx, cells.cell[idx])
+    A = _onehot(loc, len(cidx))
     S = kernel_sums(z[idx], A, kern, chunk=chunk)                        # block-wise: O(chunk * n) memory
     return _gram_from_sums(S, A.T @ kern.diag(z[idx]), A.sum(0), unbiased)
 
 def _quadratic_gram(z, cells, comps, kern, unbiased, chunk) -> np.ndarray:
     "Gamma^ over all cells, (GC, GC); entries between components are not computed (nan)."
-    m = cells.G * cells.C; Gam = np.full((m, m), np.nan)
+    m = cells.G * cells.C
+    Gam = np.full((m, m), np.nan)
     for idx, cidx in comps: Gam[np.ix_(cidx, cidx)] = _component_gram(z, cells, idx, cidx, kern, unbiased, chunk)
     return Gam
 
 def _quadratic(z, cells, comps, cw, kern, unbiased, chunk):
     "sum over components of <W_comp, Gamma^_comp>: only the per-component blocks are computed."
-    return float(sum(cw.inner(cidx, _component_gram(z, cells, idx, cidx, kern, unbiased, chunk)) for idx, cidx in comps)), np.nan
+    return (
+        float(sum(cw.inner(cidx, _component_gram(z, cells, idx, cidx, kern, unbiased, chunk)) for idx, cidx in comps)),
+        np.nan,
+    )
 
 def cell_gram(z: np.ndarray,                 # (n, d) representation
               s: np.ndarray,                 # (n,) sensitive attribute
               y: np.ndarray,                 # (n,) label
-              variant: str = "cross",        # "cross": all cell pairs; "stratified": within-label pairs only (others nan)
+              variant: str = "cross",      # "cross": all cell pairs; "stratified": within-label pairs only (others nan)
               kernel: str | Kernel = "gaussian",  # as in `eo_k`
               unbiased: bool = True,         # U (drop i = j in diagonal cells) or V
               chunk: int = 256,              # rows per kernel block
@@ -270,45 +290,56 @@ def _linear(z, cells, comps, cw, kern, rng):
     total, var = 0.0, 0.0
     for ii, cidx in comps:
         Wc = cw.block(cidx)                                           # (m, m), m = G cells of one stratum
-        cc = cells.cell[ii]; idx = [rng.permutation(ii[cc == c]) for c in cidx]
+        cc = cells.cell[ii]
+        idx = [rng.permutation(ii[cc == c]) for c in cidx]
         m2 = min(len(i) for i in idx) // 2                            # m_2 = min_c floor(n_c / 2)
         _small_cell(cells, cidx, idx, 2 * m2 * len(cidx), len(ii), "linear")
-        a = [z[i[:m2]] for i in idx]; b = [z[i[m2:2 * m2]] for i in idx]
+        a = [z[i[:m2]] for i in idx]
+        b = [z[i[m2:2 * m2]] for i in idx]
         u = np.zeros(m2)
         for p in range(len(cidx)):
             for q in range(len(cidx)):
                 if Wc[p, q] != 0:                                     # u_i += W_cc' k(a_{c,i}, b_{c',i})
                     u += Wc[p, q] * kern.from_sqdist(((a[p] - b[q]) ** 2).sum(1), inplace=True)
-        total += u.mean(); var += u.var(ddof=1) / m2 if m2 > 1 else np.nan
+        total += u.mean()
+        var += u.var(ddof=1) / m2 if m2 > 1 else np.nan
     return total, float(np.sqrt(var))
 
 def _batched_sqdist(x: np.ndarray) -> np.ndarray:
     "Squared distances within each batch entry, x (b, m, d) -> (b, m, m), zero diagonal."
     nx = np.einsum("bid,bid->bi", x, x)
-    d2 = -2.0 * (x @ x.transpose(0, 2, 1)); d2 += nx[:, :, None]; d2 += nx[:, None, :]
+    d2 = -2.0 * (x @ x.transpose(0, 2, 1))
+    d2 += nx[:, :, None]
+    d2 += nx[:, None, :]
     np.maximum(d2, 0.0, out=d2)
     close = np.nonzero(d2 < 1e-9 * (nx[:, :, None] + nx.max(1)[:, None, None]))
     if close[0].size: d2[close] = ((x[close[0], close[1]] - x[close[0], close[2]]) ** 2).sum(-1)
     return d2
 
 def _small_cell(cells, cidx, idx, used, n_comp, estimator, min_frac=0.25):
-    "Refuse cells too small for an estimator with a standard error; warn when the smallest cell leaves most samples unused."
-    c_min = int(np.argmin([len(i) for i in idx])); n_min = len(idx[c_min])
+    ("Refuse cells too small for an estimator with a standard error; warn when the smallest cell leaves most samples "
+     "unused.")
+    c_min = int(np.argmin([len(i) for i in idx]))
+    n_min = len(idx[c_min])
     s_, y_ = divmod(int(cidx[c_min]), cells.C)
     where = f"cell (s={cells.s_values[s_]!r}, y={cells.y_values[y_]!r})"
     if n_min < 4:
         raise ValueError(f"{where} has {n_min} samples: the {estimator} estimator needs at least 4 per (group, label) "
                          "cell (2 per term, 2 terms for a standard error); use estimator='u'")
     if used < min_frac * n_comp:
-        warnings.warn(f"{where} has only {n_min} samples, so the {estimator} estimator uses {used} of the {n_comp} samples "
-                      f"of its stratum ({100 * used / n_comp:.1f}%); estimator='u' uses them all")
+        warnings.warn(
+            f"{where} has only {n_min} samples, so the {estimator} estimator uses {used} of the {n_comp} samples "
+            f"of its stratum ({100 * used / n_comp:.1f}%); estimator='u' uses them all"
+        )
 
 def _block(z, cells, comps, cw, kern, rng, block_size, batch_entries=2 ** 22):
     if block_size < 2: raise ValueError(f"block_size must be >= 2, got {block_size}")
     total, var = 0.0, 0.0
     for ii, cidx in comps:
-        m = len(cidx); n_comp = len(ii)
-        cc = cells.cell[ii]; idx = [rng.permutation(ii[cc == c]) for c in cidx]
+        m = len(cidx)
+        n_comp = len(ii)
+        cc = cells.cell[ii]
+        idx = [rng.permutation(ii[cc == c]) for c in cidx]
         nb = max(1, min(n_comp // block_size, min(len(i) for i in idx) // 2))  # >= 2 per cell and block
         # per block, cell c contributes at most cap_c = max(2, ceil(2 B n_c / n)) samples, so a block never holds much
         # more than 2B + 3m samples (memory O(B^2)) even when a tiny cell limits nb; the rest of the cell is unused
@@ -316,13 +347,18 @@ def _block(z, cells, comps, cw, kern, rng, block_size, batch_entries=2 ** 22):
         _small_cell(cells, cidx, idx, sum(min(len(i), nb * q) for i, q in zip(idx, per)), n_comp, "block")
         idx = [i[:nb * q] for i, q in zip(idx, per)]
         # sample j of cell c goes to block j mod nb; pad blocks to a common size with zero weight
-        blk = np.concatenate([np.arange(len(i)) % nb for i in idx]); order = np.concatenate(idx)
+        blk = np.concatenate([np.arange(len(i)) % nb for i in idx])
+        order = np.concatenate(idx)
         loc = np.concatenate([np.full(len(i), p) for p, i in enumerate(idx)])
-        srt = np.lexsort((loc, blk)); blk, order, loc = blk[srt], order[srt], loc[srt]
-        sizes = np.bincount(blk, minlength=nb); Bm = sizes.max()
+        srt = np.lexsort((loc, blk))
+        blk, order, loc = blk[srt], order[srt], loc[srt]
+        sizes = np.bincount(blk, minlength=nb)
+        Bm = sizes.max()
         pos = np.arange(len(blk)) - np.repeat(np.cumsum(sizes) - sizes, sizes)
-        Zb = np.zeros((nb, Bm, z.shape[1])); Ab = np.zeros((nb, Bm, m))
-        Zb[blk, pos] = z[order]; Ab[blk, pos, loc] = 1.0
+        Zb = np.zeros((nb, Bm, z.shape[1]))
+        Ab = np.zeros((nb, Bm, m))
+        Zb[blk, pos] = z[order]
+        Ab[blk, pos, loc] = 1.0
         vals = np.empty(nb)
         step = max(1, batch_entries // (Bm * Bm))
         for b0 in range(0, nb, step):                                 # batches of blocks: memory O(step * B^2)
@@ -332,7 +368,8 @@ def _block(z, cells, comps, cw, kern, rng, block_size, batch_entries=2 ** 22):
             cnt = Ablk.sum(1)
             Gb = _gram_from_sums(S, cnt, cnt, unbiased=True)           # k(z,z) = 1, so diag sums = counts
             vals[b0:b0 + step] = cw.inner(cidx, Gb)
-        total += vals.mean(); var += vals.var(ddof=1) / nb if nb > 1 else np.nan
+        total += vals.mean()
+        var += vals.var(ddof=1) / nb if nb > 1 else np.nan
     return total, float(np.sqrt(var))
 
 def _rff(z, cells, comps, cw, kern, rng, n_features, chunk):
@@ -340,7 +377,8 @@ def _rff(z, cells, comps, cw, kern, rng, n_features, chunk):
     omega = kern.frequencies(z.shape[1], n_features // 2, rng)
     total = 0.0
     for ii, cidx in comps:
-        loc = np.searchsorted(cidx, cells.cell[ii]); A = _onehot(loc, len(cidx))
+        loc = np.searchsorted(cidx, cells.cell[ii])
+        A = _onehot(loc, len(cidx))
         F = rff_sums(z[ii], A, omega, chunk=chunk)                   # (m, D): sum of phi over each cell
         G = _gram_from_sums(F @ F.T, A.sum(0), A.sum(0), unbiased=True)  # phi.phi = 1 on the diagonal
         total += float(cw.inner(cidx, G))
@@ -353,7 +391,7 @@ def eo_k(z: np.ndarray,                 # (n, d) or (n,) representation Z = f(X)
          variant: str = "stratified",   # "stratified" (0 iff separation) | "cross" (reweighted mixture, binary S)
          estimator: str = "u",          # "u" | "v" | "linear" | "block" | "rff"
          kernel: str | Kernel = "gaussian",  # Kernel, or "gaussian"/"laplace" with the median-heuristic bandwidth
-         weights=None,                  # label weights: None (variant default), "marginal", "uniform", "group<j>", "symmetric", array
+         weights=None,    # label weights: None (variant default), "marginal", "uniform", "group<j>", "symmetric", array
          chunk: int = 256,              # rows per kernel block of the quadratic estimators (memory O(chunk * n))
          block_size: int = 64,          # B of the block estimator
          n_features: int = 512,         # D of the RFF estimator (even)
@@ -364,7 +402,9 @@ def eo_k(z: np.ndarray,                 # (n, d) or (n,) representation Z = f(X)
     z, cells = encode_cells(z, s, y)
     cw = cell_weights(cells, variant, weights)                        # O(GC): W is never formed
     _check_counts(cells, variant, cw, 1 if estimator == "v" else 2)
-    kern = make_kernel(kernel, z); comps = _components(cells, variant, cw); rng = np.random.default_rng(seed)
+    kern = make_kernel(kernel, z)
+    comps = _components(cells, variant, cw)
+    rng = np.random.default_rng(seed)
     if estimator in ("u", "v"): sq, se = _quadratic(z, cells, comps, cw, kern, estimator == "u", chunk)
     elif estimator == "linear": sq, se = _linear(z, cells, comps, cw, kern, rng)
     elif estimator == "block": sq, se = _block(z, cells, comps, cw, kern, rng, block_size)
@@ -379,7 +419,9 @@ def dp_mmd(z: np.ndarray,                 # (n, d) representation
            **kwargs,                      # chunk, block_size, n_features, seed
           ) -> EOk:
     "Independence statistic MMD^2(Z|S=0, Z|S=1) (pairs-averaged for more groups)."
-    return eo_k(z, s, np.zeros(len(np.asarray(s)), dtype=np.int64), "stratified", estimator, kernel, weights="uniform", **kwargs)
+    return eo_k(
+        z, s, np.zeros(len(np.asarray(s)), dtype=np.int64), "stratified", estimator, kernel, weights="uniform", **kwargs
+    )
 
 def calibration_mmd(y: np.ndarray,        # (n,) true labels (numeric)
                     s: np.ndarray,        # (n,) sensitive attribute
@@ -430,16 +472,22 @@ def eo_k_test(z: np.ndarray,                # (n, d) representation
                              f"(standard error {res.se}); use more data or estimator='u'")
         return res.sq, float(stats.norm.sf(res.sq / res.se))
     if n_perm < 1: raise ValueError(f"n_perm must be >= 1, got {n_perm}")
-    z, cells = encode_cells(z, s, y); rng = np.random.default_rng(seed + 1); kern = res.kernel
-    n = len(cells.s); P = n_perm + 1
-    S_perm = np.empty((P, n), dtype=np.int64); S_perm[0] = cells.s
+    z, cells = encode_cells(z, s, y)
+    rng = np.random.default_rng(seed + 1)
+    kern = res.kernel
+    n = len(cells.s)
+    P = n_perm + 1
+    S_perm = np.empty((P, n), dtype=np.int64)
+    S_perm[0] = cells.s
     strata = _strata(cells)
     for p in range(1, P):                                   # permute s within each label stratum
         sp = cells.s.copy()
         for ii in strata: sp[ii] = sp[rng.permutation(ii)]
         S_perm[p] = sp
     cell_p = S_perm * cells.C + cells.y[None, :]            # (P, n) cell index under each permutation
-    cw = res.cell_weights; comps = _components(cells, variant, cw); stat = np.zeros(P)
+    cw = res.cell_weights
+    comps = _components(cells, variant, cw)
+    stat = np.zeros(P)
     if estimator == "rff":
         nf = kwargs.get("n_features", 512)
         omega = kern.frequencies(z.shape[1], nf // 2, np.random.default_rng(seed))

@@ -13,12 +13,16 @@ def sqdist(x: np.ndarray,  # (m, d) points
            y: np.ndarray,  # (n, d) points
           ) -> np.ndarray:
     "Matrix of squared Euclidean distances $\\|x_i-y_j\\|^2$, shape (m, n)."
-    x = np.asarray(x, dtype=np.float64); y = np.asarray(y, dtype=np.float64)
+    x = np.asarray(x, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
     if x.ndim != 2 or y.ndim != 2 or x.shape[1] != y.shape[1]:
         raise ValueError(f"sqdist needs 2-D arrays with the same number of columns, got shapes {x.shape} and {y.shape}")
     nx, ny = np.einsum("ij,ij->i", x, x), np.einsum("ij,ij->i", y, y)
     out = x @ y.T
-    out *= -2.0; out += nx[:, None]; out += ny[None, :]           # |x|^2 + |y|^2 - 2 x.y
+    # |x|^2 + |y|^2 - 2 x.y
+    out *= -2.0
+    out += nx[:, None]
+    out += ny[None, :]
     np.maximum(out, 0.0, out=out)
     if y.shape[0]:
         close = np.nonzero(out < 1e-9 * (nx[:, None] + ny.max()))  # cancellation zone: recompute exactly
@@ -81,11 +85,13 @@ def median_bandwidth(z: np.ndarray,         # (n, d) or (n,) points
     "Median of the pairwise Euclidean distances (the median heuristic for sigma)."
     z = _as2d(z)
     if z.shape[0] < 2: raise ValueError("the median heuristic needs at least 2 points")
-    if not np.isfinite(z).all(): raise ValueError("z contains NaN or infinite values: the median heuristic needs finite points")
+    if not np.isfinite(z).all():
+        raise ValueError("z contains NaN or infinite values: the median heuristic needs finite points")
     if z.shape[0] > max_points: z = z[np.linspace(0, z.shape[0] - 1, max_points).astype(int)]
     d2 = sqdist(z, z)[np.triu_indices(z.shape[0], 1)]
     med = float(np.sqrt(np.median(d2)))
-    if med <= 0: raise ValueError("the median pairwise distance is 0 (more than half of the points coincide): give a bandwidth")
+    if med <= 0:
+        raise ValueError("the median pairwise distance is 0 (more than half of the points coincide): give a bandwidth")
     return med
 
 def make_kernel(kernel: str | Kernel,          # a Kernel, or "gaussian"/"laplace" (median-heuristic bandwidth)
@@ -101,7 +107,8 @@ def make_kernel(kernel: str | Kernel,          # a Kernel, or "gaussian"/"laplac
 # %% ../../nbs/p01_eok/00_kernels.ipynb #a5f2630b
 def _points_and_weights(z, A):
     "Validate (n, d) points and (n, C) or (n, P, C) weights; return z, A as (n, P, C), and whether P was added."
-    z = _as2d(z); A = np.asarray(A, dtype=np.float64)
+    z = _as2d(z)
+    A = np.asarray(A, dtype=np.float64)
     squeeze = A.ndim == 2
     if squeeze: A = A[:, None, :]
     if A.ndim != 3 or A.shape[0] != z.shape[0]:
@@ -120,7 +127,8 @@ def kernel_sums(z: np.ndarray,        # (n, d) points
     A2 = A.reshape(n, P * C)
     T = np.zeros((P, C, C))
     for r0 in range(0, n, chunk):
-        r1 = min(n, r0 + chunk); b = r1 - r0
+        r1 = min(n, r0 + chunk)
+        b = r1 - r0
         d2 = sqdist(z[r0:r1], z[r0:])                   # rows R, columns j >= r0: O(chunk * n) memory
         d2[np.arange(b), np.arange(b)] = 0.0            # exact k(z_i, z_i)
         Kr = kernel.from_sqdist(d2, inplace=True)
@@ -152,12 +160,14 @@ def rff_sums(z: np.ndarray,          # (n, d) points
             ) -> np.ndarray:
     "F[p,c,:] = sum_i A[i,p,c] phi(z_i), shape (C, D) or (P, C, D)."
     z, A, squeeze = _points_and_weights(z, A)
-    n, P, C = A.shape; h = omega.shape[1]
+    n, P, C = A.shape
+    h = omega.shape[1]
     F = np.zeros((P * C, 2 * h))
     for r0 in range(0, n, chunk):
         proj = (z[r0:r0 + chunk] @ omega).astype(dtype, copy=False)      # omega^T z_i (float64 product, then cast)
         a = A[r0:r0 + chunk].reshape(-1, P * C).T.astype(dtype)
-        F[:, :h] += a @ np.cos(proj); F[:, h:] += a @ np.sin(proj)
+        F[:, :h] += a @ np.cos(proj)
+        F[:, h:] += a @ np.sin(proj)
     F *= np.sqrt(1.0 / h)                                                # sqrt(2/D)
     F = F.reshape(P, C, -1)
     return F[0] if squeeze else F

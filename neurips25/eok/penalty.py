@@ -9,8 +9,8 @@ from torch import nn
 
 from ..core import get_device, seed_everything, progress
 from .kernels import Kernel
-from .estimators import (encode_cells, weight_matrix, cell_weights, label_weights, _check_counts, eo_k, dp_mmd,
-                                      calibration_mmd, group_gaps)
+from .estimators import (encode_cells, weight_matrix, cell_weights, label_weights, _check_counts, eo_k,
+                                      dp_mmd, calibration_mmd, group_gaps)
 from .synthetic import dp_decomposition
 
 # %% auto #0
@@ -30,7 +30,8 @@ def eo_k_penalty(z: torch.Tensor,               # (B, d) representation (require
                  unbiased: bool = True,          # U-statistic (default) or V-statistic
                 ) -> torch.Tensor:
     "Differentiable mini-batch estimate of EO_k^2 (U-statistic by default)."
-    if not isinstance(z, torch.Tensor) or z.ndim != 2: raise ValueError(f"z must be a 2-D torch tensor, got {type(z).__name__}")
+    if not isinstance(z, torch.Tensor) or z.ndim != 2:
+        raise ValueError(f"z must be a 2-D torch tensor, got {type(z).__name__}")
     s_np, y_np = _as_numpy(s), _as_numpy(y)
     if not (len(s_np) == len(y_np) == z.shape[0]):
         raise ValueError(f"z, s and y must have the same length: {z.shape[0]}, {len(s_np)}, {len(y_np)}")
@@ -43,7 +44,11 @@ def eo_k_penalty(z: torch.Tensor,               # (B, d) representation (require
     A = torch.zeros(z.shape[0], m, dtype=z.dtype, device=z.device)
     A[torch.arange(z.shape[0]), torch.as_tensor(cells.cell, device=z.device)] = 1.0
     d2 = (z[:, None, :] - z[None, :, :]).pow(2).sum(-1)
-    K = torch.exp(-d2 / (2 * bandwidth ** 2)) if kern.name == "gaussian" else torch.exp(-d2.clamp_min(1e-30).sqrt() / bandwidth)
+    K = (
+        torch.exp(-d2 / (2 * bandwidth**2))
+        if kern.name == "gaussian"
+        else torch.exp(-d2.clamp_min(1e-30).sqrt() / bandwidth)
+    )
     S = A.T @ K @ A                                                   # S_cc' = sum_{i in c, j in c'} k(z_i, z_j)
     cnt = A.sum(0).clamp_min(1.0)
     G = S / (cnt[:, None] * cnt[None, :])
@@ -52,9 +57,13 @@ def eo_k_penalty(z: torch.Tensor,               # (B, d) representation (require
         G = G - torch.diag(torch.diagonal(G)) + torch.diag(dg)
     return (torch.as_tensor(W, dtype=z.dtype, device=z.device) * G).sum()
 
-def dp_mmd_penalty(z: torch.Tensor, s, kernel: str = "gaussian", bandwidth: float = 1.0, unbiased: bool = True) -> torch.Tensor:
+def dp_mmd_penalty(
+    z: torch.Tensor, s, kernel: str = "gaussian", bandwidth: float = 1.0, unbiased: bool = True
+) -> torch.Tensor:
     "Differentiable mini-batch DP-MMD^2 (independence) penalty."
-    return eo_k_penalty(z, s, np.zeros(len(_as_numpy(s)), dtype=np.int64), "stratified", kernel, bandwidth, "uniform", unbiased)
+    return eo_k_penalty(
+        z, s, np.zeros(len(_as_numpy(s)), dtype=np.int64), "stratified", kernel, bandwidth, "uniform", unbiased
+    )
 
 # %% ../../nbs/p01_eok/04_penalty.ipynb #87719ef3
 def group_calibration_penalty(logit: torch.Tensor,      # (B,) logits of P(Y=1 | x)
@@ -65,21 +74,28 @@ def group_calibration_penalty(logit: torch.Tensor,      # (B,) logits of P(Y=1 |
     if not isinstance(logit, torch.Tensor) or logit.ndim != 1: raise ValueError("logit must be a 1-D torch tensor")
     y_np, s_np = _as_numpy(y), _as_numpy(s)
     if not (len(y_np) == len(s_np) == logit.shape[0]): raise ValueError("logit, y and s must have the same length")
-    p = torch.sigmoid(logit); r = torch.as_tensor(y_np, dtype=p.dtype, device=p.device) - p      # y_i - p_i
+    # y_i - p_i
+    p = torch.sigmoid(logit)
+    r = torch.as_tensor(y_np, dtype=p.dtype, device=p.device) - p
     out = []
     for g in np.unique(s_np):
         ii = torch.as_tensor(np.flatnonzero(s_np == g), device=p.device)
         if len(ii) < 2: raise ValueError(f"group {g!r} has fewer than 2 samples in the batch")
         K = torch.exp(-(p[ii, None] - p[None, ii]) ** 2 / (2 * bandwidth ** 2))
-        rr = r[ii]; tot = rr @ K @ rr - (rr ** 2).sum()                           # drop i = j (k(p, p) = 1)
+        # drop i = j (k(p, p) = 1)
+        rr = r[ii]
+        tot = rr @ K @ rr - (rr ** 2).sum()
         out.append(tot / (len(ii) * (len(ii) - 1)))
     return torch.stack(out).mean()
 
 def group_calibration_error(p: np.ndarray, y: np.ndarray, s: np.ndarray, bandwidth: float = 0.2) -> float:
     "numpy value of `group_calibration_penalty` from probabilities p (for evaluation)."
     with torch.no_grad():
-        return float(group_calibration_penalty(torch.logit(torch.as_tensor(np.clip(p, 1e-7, 1 - 1e-7), dtype=torch.float64)),
-                                               y, s, bandwidth))
+        return float(
+            group_calibration_penalty(
+                torch.logit(torch.as_tensor(np.clip(p, 1e-7, 1 - 1e-7), dtype=torch.float64)), y, s, bandwidth
+            )
+        )
 
 # %% ../../nbs/p01_eok/04_penalty.ipynb #38470f02
 class FairNet(nn.Module):
@@ -90,7 +106,8 @@ class FairNet(nn.Module):
                                      nn.Linear(hidden, d_z), nn.BatchNorm1d(d_z, affine=False))
         self.head = nn.Linear(d_z, 1)
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        z = self.encoder(x); return z, self.head(z).squeeze(-1)
+        z = self.encoder(x)
+        return z, self.head(z).squeeze(-1)
 
 @dataclass
 class FairModel:
@@ -104,16 +121,21 @@ class FairModel:
 
     def predict(self, X: np.ndarray, batch: int = 8192) -> tuple[np.ndarray, np.ndarray]:
         "Representation z (n, d_z) and logits (n,) for raw inputs X."
-        self.net.eval(); dev = next(self.net.parameters()).device; zs, ls = [], []
+        self.net.eval()
+        dev = next(self.net.parameters()).device
+        zs, ls = [], []
         with torch.no_grad():
             for i in range(0, len(X), batch):
                 xb = torch.as_tensor((np.asarray(X[i:i + batch], np.float32) - self.mean) / self.std, device=dev)
-                z, l = self.net(xb); zs.append(z.cpu().numpy()); ls.append(l.cpu().numpy())
+                z, l = self.net(xb)
+                zs.append(z.cpu().numpy())
+                ls.append(l.cpu().numpy())
         return np.concatenate(zs).astype(np.float64), np.concatenate(ls).astype(np.float64)
 
     def to_cpu(self) -> "FairModel":
         "Move the network to the CPU (for pickling into the cache)."
-        self.net.cpu(); return self
+        self.net.cpu()
+        return self
 
 def stratified_batches(cell: np.ndarray,          # (n,) cell index of each sample
                        batch_size: int,           # target batch size
@@ -144,30 +166,44 @@ def train_fair(X: np.ndarray, y: np.ndarray, s: np.ndarray,   # training inputs,
     "Train encoder + classifier with cross-entropy + gamma * (EO_k^2 | DP-MMD^2 | 0) on stratified mini-batches."
     if penalty not in PENALTIES: raise ValueError(f"penalty must be one of {PENALTIES}, got {penalty!r}")
     if gamma < 0: raise ValueError(f"gamma must be >= 0, got {gamma}")
-    X = np.asarray(X, np.float32); y = np.asarray(y); s = np.asarray(s)
+    X = np.asarray(X, np.float32)
+    y = np.asarray(y)
+    s = np.asarray(s)
     if not (len(X) == len(y) == len(s)): raise ValueError("X, y and s must have the same length")
     if set(np.unique(y)) - {0, 1}: raise ValueError("y must be binary 0/1")
     _, cells = encode_cells(np.zeros(len(y)), s, y)
     w = cell_weights(cells, variant).w if penalty == "eok" else None                # label weights only (O(GC))
-    rng = seed_everything(seed); dev = get_device(device)
+    rng = seed_everything(seed)
+    dev = get_device(device)
     mean, std = X.mean(0), X.std(0) + 1e-6
     net = FairNet(X.shape[1], d_z, hidden).to(dev)
     bw = float(np.sqrt(d_z)) if bandwidth is None else float(bandwidth)
     opt = torch.optim.Adam(net.parameters(), lr=lr, weight_decay=weight_decay)
-    Xt = torch.as_tensor((X - mean) / std, device=dev); yt = torch.as_tensor(y, dtype=torch.float32, device=dev)
-    bce = nn.BCEWithLogitsLoss(); hist = []
+    Xt = torch.as_tensor((X - mean) / std, device=dev)
+    yt = torch.as_tensor(y, dtype=torch.float32, device=dev)
+    bce = nn.BCEWithLogitsLoss()
+    hist = []
     for ep in progress(range(epochs), desc=f"train {penalty} gamma={gamma:g}", leave=False):
-        net.train(); tot = [0.0, 0.0, 0]
+        net.train()
+        tot = [0.0, 0.0, 0]
         for b in stratified_batches(cells.cell, batch_size, rng):
-            z, logit = net(Xt[b]); loss = bce(logit, yt[b]); pen = torch.zeros((), device=dev)
+            z, logit = net(Xt[b])
+            loss = bce(logit, yt[b])
+            pen = torch.zeros((), device=dev)
             if penalty == "eok" and gamma > 0:
-                pen = eo_k_penalty(z, cells.s[b], cells.y[b], variant, "gaussian", bw, w[0] if w.shape[0] == 1 else "symmetric")
+                pen = eo_k_penalty(
+                    z, cells.s[b], cells.y[b], variant, "gaussian", bw, w[0] if w.shape[0] == 1 else "symmetric"
+                )
             elif penalty == "dp" and gamma > 0:
                 pen = dp_mmd_penalty(z, cells.s[b], "gaussian", bw)
             elif penalty == "cal" and gamma > 0:
                 pen = group_calibration_penalty(logit, cells.y[b], cells.s[b])
-            opt.zero_grad(); (loss + gamma * pen).backward(); opt.step()
-            tot[0] += loss.item(); tot[1] += pen.item(); tot[2] += 1
+            opt.zero_grad()
+            (loss + gamma * pen).backward()
+            opt.step()
+            tot[0] += loss.item()
+            tot[1] += pen.item()
+            tot[2] += 1
         hist.append({"epoch": ep, "ce": tot[0] / tot[2], "penalty": tot[1] / tot[2]})
     cfg = dict(penalty=penalty, gamma=gamma, variant=variant, d_z=d_z, hidden=hidden, epochs=epochs,
                batch_size=batch_size, lr=lr, weight_decay=weight_decay, seed=seed)
@@ -182,7 +218,8 @@ def calibration_gap_se(yhat: np.ndarray, y: np.ndarray, s: np.ndarray) -> float:
         if m0.sum() < 2 or m1.sum() < 2: continue
         p0, p1 = y[m0].mean(), y[m1].mean()
         if abs(p0 - p1) > best:
-            best = abs(p0 - p1); se = float(np.sqrt(p0 * (1 - p0) / m0.sum() + p1 * (1 - p1) / m1.sum()))
+            best = abs(p0 - p1)
+            se = float(np.sqrt(p0 * (1 - p0) / m0.sum() + p1 * (1 - p1) / m1.sum()))
     return se
 
 def evaluate_fair(model: FairModel,              # a trained model
@@ -191,15 +228,20 @@ def evaluate_fair(model: FairModel,              # a trained model
                   seed: int = 0,                 # subsample seed
                  ) -> dict:
     "Accuracy and fairness statistics of a trained model on (X, y, s)."
-    z, logit = model.predict(X); yhat = (logit > 0).astype(int); y = np.asarray(y); s = np.asarray(s)
+    z, logit = model.predict(X)
+    yhat = (logit > 0).astype(int)
+    y = np.asarray(y)
+    s = np.asarray(s)
     sub = np.sort(np.random.default_rng(seed).permutation(len(y))[:n_eval])
-    k = Kernel("gaussian", model.bandwidth); zs, ss, ys = z[sub], s[sub], y[sub]
+    k = Kernel("gaussian", model.bandwidth)
+    zs, ss, ys = z[sub], s[sub], y[sub]
     dec = dp_decomposition(zs, ss, ys, k)
     out = {"accuracy": float((yhat == y).mean()),
            "eok2": eo_k(zs, ss, ys, "stratified", "u", k).sq, "eok2_cross": eo_k(zs, ss, ys, "cross", "u", k).sq,
            "dp_mmd2": dp_mmd(zs, ss, "u", k).sq, "dp_mmd_v": dec["dp"], "dp_lower": dec["lower"],
            "label_term": dec["label_term"], "eo_cross0_v": dec["eo_cross0"], "n_eval": len(sub)}
-    out.update(group_gaps(yhat, y, s)); out["cal_gap_se"] = calibration_gap_se(yhat, y, s)
+    out.update(group_gaps(yhat, y, s))
+    out["cal_gap_se"] = calibration_gap_se(yhat, y, s)
     out["group_cal2"] = group_calibration_error(1 / (1 + np.exp(-logit[sub])), ys, ss)   # the "cal" penalty's statistic
     if len(np.unique(yhat)) > 1 and (np.bincount(s * 2 + yhat, minlength=4) >= 2).all():
         out["cal_mmd2"] = calibration_mmd(y, s, yhat).sq

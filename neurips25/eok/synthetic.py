@@ -16,7 +16,8 @@ __all__ = ['sample_gm', 'sample_gm_fixed', 'population_cells', 'gm_gram', 'popul
 def _label_table(p1, p_y_given_s) -> np.ndarray:
     if p_y_given_s is None:
         p1 = np.asarray(p1, dtype=np.float64)
-        if p1.ndim != 1 or ((p1 < 0) | (p1 > 1)).any(): raise ValueError(f"p1 must be probabilities P(Y=1|S=s), got {p1}")
+        if p1.ndim != 1 or ((p1 < 0) | (p1 > 1)).any():
+            raise ValueError(f"p1 must be probabilities P(Y=1|S=s), got {p1}")
         return np.stack([1 - p1, p1], axis=1)
     P = np.asarray(p_y_given_s, dtype=np.float64)
     if P.ndim != 2 or (P < 0).any() or not np.allclose(P.sum(1), 1):
@@ -40,10 +41,13 @@ def sample_gm(n: int,                         # sample size
              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     "Draw (z, s, y) from the Gaussian-mixture model with label bias p(y|s) and separation violation delta."
     if n < 1: raise ValueError(f"n must be >= 1, got {n}")
-    P = _label_table(p1, p_y_given_s); pi = _groups(pi, P.shape[0])
+    P = _label_table(p1, p_y_given_s)
+    pi = _groups(pi, P.shape[0])
     rng = np.random.default_rng(rng) if not isinstance(rng, np.random.Generator) else rng
     s = rng.choice(len(pi), size=n, p=pi)
-    cum = P.cumsum(1)[s]; y = (rng.random(n)[:, None] > cum[:, :-1]).sum(1)     # inverse-cdf draw of Y | S
+    # inverse-cdf draw of Y | S
+    cum = P.cumsum(1)[s]
+    y = (rng.random(n)[:, None] > cum[:, :-1]).sum(1)
     z = np.c_[a * y, delta * s] + tau * rng.standard_normal((n, 2))
     return z, s.astype(np.int64), y.astype(np.int64)
 
@@ -61,7 +65,8 @@ def sample_gm_fixed(counts: np.ndarray,       # (G, C) cell sizes n_{s,y}
 # %% ../../nbs/p01_eok/02_synthetic.ipynb #037d184a
 def population_cells(p1=(0.3, 0.6), p_y_given_s=None, pi=None) -> Cells:
     "Cell coding whose 'counts' are the population frequencies pi_s p(y|s)."
-    P = _label_table(p1, p_y_given_s); pi = _groups(pi, P.shape[0])
+    P = _label_table(p1, p_y_given_s)
+    pi = _groups(pi, P.shape[0])
     G, C = P.shape
     return Cells(np.zeros(0, np.int64), np.zeros(0, np.int64), np.arange(G), np.arange(C), pi[:, None] * P)
 
@@ -71,7 +76,8 @@ def gm_gram(G: int, C: int,                   # numbers of groups and labels
            ) -> np.ndarray:
     "Population cell Gram Gamma_{cc'} = E k(Z_c, Z'_c') of the Gaussian mixture (cells c = s*C + y)."
     m = np.array([[a * yv, delta * sv] for sv in range(G) for yv in range(C)])   # m_{s,y} = (a y, delta s)
-    d2 = ((m[:, None] - m[None]) ** 2).sum(-1); v = sigma ** 2 + 2 * tau ** 2
+    d2 = ((m[:, None] - m[None]) ** 2).sum(-1)
+    v = sigma ** 2 + 2 * tau ** 2
     return (sigma ** 2 / v) ** (m.shape[1] / 2) * np.exp(-d2 / (2 * v))
 
 def population_eo_k(delta: float = 0.0, p1=(0.3, 0.6), p_y_given_s=None, pi=None,
@@ -95,10 +101,14 @@ def mixture_mmd2(alpha: np.ndarray,   # weights over cells of the first mixture 
 def population_dp_mmd(delta: float = 0.0, p1=(0.3, 0.6), p_y_given_s=None, pi=None,
                       a: float = 1.5, tau: float = 1.0, sigma: float = 1.0) -> float:
     "Population independence MMD^2(Z|S=0, Z|S=1) (pairs-averaged for G > 2)."
-    cells = population_cells(p1, p_y_given_s, pi); G, C = cells.G, cells.C
-    P = cells.counts / cells.counts.sum(1, keepdims=True); gram = gm_gram(G, C, delta, a, tau, sigma)
+    cells = population_cells(p1, p_y_given_s, pi)
+    G, C = cells.G, cells.C
+    P = cells.counts / cells.counts.sum(1, keepdims=True)
+    gram = gm_gram(G, C, delta, a, tau, sigma)
     def law(sv):                                     # Law(Z | S=s) = sum_y p(y|s) Z^s_y
-        v = np.zeros(G * C); v[sv * C:(sv + 1) * C] = P[sv]; return v
+        v = np.zeros(G * C)
+        v[sv * C:(sv + 1) * C] = P[sv]
+        return v
     pairs = [(i, j) for i in range(G) for j in range(i + 1, G)]
     return float(np.mean([mixture_mmd2(law(i), law(j), gram) for i, j in pairs]))
 
@@ -116,7 +126,9 @@ def dp_decomposition(z: np.ndarray,                 # (n, d) representation
     e = np.eye(4)                                                     # cells (0,0),(0,1),(1,0),(1,1)
     dp = mixture_mmd2(P[0] @ e[:2], P[1] @ e[2:], gam)                # ||mu_{S=0} - mu_{S=1}||^2
     my = mixture_mmd2(e[3], e[2], gam)                                # ||mu_{1,1} - mu_{1,0}||^2
-    a = np.r_[P[0], -P[0]]; eo0 = float(a @ gam @ a)                  # ||sum_y p_{y|0} D_y||^2
+    # ||sum_y p_{y|0} D_y||^2
+    a = np.r_[P[0], -P[0]]
+    eo0 = float(a @ gam @ a)
     dp, my, eo0 = (np.sqrt(max(v, 0.0)) for v in (dp, my, eo0))
     lab = abs(P[0, 1] - P[1, 1]) * my
     return {"dp": dp, "label_term": lab, "eo_cross0": eo0, "lower": lab - eo0, "upper": lab + eo0,

@@ -14,12 +14,48 @@ from .env import (Response, SatExp, LogResponse, Quadratic, Discovery, FunctionR
 from .objective import (FairOptimum, offline_optimum, welfare_optimum, price_of_fairness,
                                                     brute_force_optimum, fairness_regret, welfare_regret)
 from .envelopes import concave_envelopes, gap_envelopes, certified_root_interval
-from .algorithms import FOREVER, Policy, RunResult, simulate, next_alloc, NonNoisyEoI, NoisyEoI
-from .baselines import EqualSplit, Proportional, ExploreThenCommit, UCBGrid, PenalisedGradient
+from .algorithms import (FOREVER, Policy, RunResult, simulate, next_alloc, NonNoisyEoI,
+                                                     NoisyEoI)
+from .baselines import (EqualSplit, Proportional, ExploreThenCommit, UCBGrid,
+                                                    PenalisedGradient)
 from .experiment import METHODS, LABELS, checkpoints, run_one, run_grid, summarise
-_all_ = ["Response", "SatExp", "LogResponse", "Quadratic", "Discovery", "FunctionResponse", "check_response", "Environment",
-         "ENV_NAMES", "make_env", "FairOptimum", "offline_optimum", "welfare_optimum", "price_of_fairness",
-         "brute_force_optimum", "fairness_regret", "welfare_regret", "concave_envelopes", "gap_envelopes",
-         "certified_root_interval", "FOREVER", "Policy", "RunResult", "simulate", "next_alloc", "NonNoisyEoI", "NoisyEoI",
-         "EqualSplit", "Proportional", "ExploreThenCommit", "UCBGrid", "PenalisedGradient", "METHODS", "LABELS",
-         "checkpoints", "run_one", "run_grid", "summarise"]
+_all_ = [
+    "Response",
+    "SatExp",
+    "LogResponse",
+    "Quadratic",
+    "Discovery",
+    "FunctionResponse",
+    "check_response",
+    "Environment",
+    "ENV_NAMES",
+    "make_env",
+    "FairOptimum",
+    "offline_optimum",
+    "welfare_optimum",
+    "price_of_fairness",
+    "brute_force_optimum",
+    "fairness_regret",
+    "welfare_regret",
+    "concave_envelopes",
+    "gap_envelopes",
+    "certified_root_interval",
+    "FOREVER",
+    "Policy",
+    "RunResult",
+    "simulate",
+    "next_alloc",
+    "NonNoisyEoI",
+    "NoisyEoI",
+    "EqualSplit",
+    "Proportional",
+    "ExploreThenCommit",
+    "UCBGrid",
+    "PenalisedGradient",
+    "METHODS",
+    "LABELS",
+    "checkpoints",
+    "run_one",
+    "run_grid",
+    "summarise",
+]

@@ -58,10 +58,13 @@ class RunResult:
         "Exact cumulative fairness and welfare regrets FR_t, WR_t, and a_t, |Delta(a_t)| at rounds t (1-based)."
         t = np.asarray(t, dtype=np.int64)
         if np.any(t < 1) or np.any(t > self.T): raise ValueError(f"rounds must lie in [1, {self.T}]")
-        ends = self.ends; n = self.n.astype(float)
-        fr = np.abs(env.gap(self.a)) - opt.V_star; wr = opt.W_star - env.welfare(self.a)
+        ends = self.ends
+        n = self.n.astype(float)
+        fr = np.abs(env.gap(self.a)) - opt.V_star
+        wr = opt.W_star - env.welfare(self.a)
         CF, CW = np.cumsum(n * fr), np.cumsum(n * wr)
-        i = np.searchsorted(ends, t, side="left"); start = ends[i] - self.n[i]
+        i = np.searchsorted(ends, t, side="left")
+        start = ends[i] - self.n[i]
         FR = CF[i] - n[i] * fr[i] + (t - start) * fr[i]
         WR = CW[i] - n[i] * wr[i] + (t - start) * wr[i]
         return dict(t=t, FR=FR, WR=WR, a=self.a[i], gap=np.abs(env.gap(self.a[i])))
@@ -72,15 +75,20 @@ def simulate(policy: Policy,       # the learner
              seed: int = 0,        # noise seed
             ) -> RunResult:
     "Run `policy` for T rounds against `env` with censored (block-mean) feedback."
-    if not isinstance(T, (int, np.integer)) or T < 1: raise ValueError(f"horizon T must be a positive integer, got {T!r}")
-    rng = np.random.default_rng(seed); gen = policy.play(int(T))
+    if not isinstance(T, (int, np.integer)) or T < 1:
+        raise ValueError(f"horizon T must be a positive integer, got {T!r}")
+    rng = np.random.default_rng(seed)
+    gen = policy.play(int(T))
     A, N, t, t0 = [], [], 0, time.perf_counter()
     msg = next(gen)
     while True:
         a, n = float(msg[0]), int(min(msg[1], T - t))
-        if not np.isfinite(a) or n < 1: raise RuntimeError(f"{policy.name} proposed an invalid block ({msg[0]}, {msg[1]})")
+        if not np.isfinite(a) or n < 1:
+            raise RuntimeError(f"{policy.name} proposed an invalid block ({msg[0]}, {msg[1]})")
         y = env.observe(a, n, rng)
-        A.append(a); N.append(n); t += n
+        A.append(a)
+        N.append(n)
+        t += n
         if t >= T: break
         msg = gen.send(y)
     gen.close()
@@ -108,30 +116,39 @@ def next_alloc(a_obs: np.ndarray,    # distinct allocations observed so far
 
 # %% ../../nbs/p04_equality_of_impact/03_algorithms.ipynb #fe26b851
 class NonNoisyEoI(Policy):
-    "Algorithm 1 (Reconstruction): bracket the root of the monotone EoI gap, shrink it with next_alloc, then take the best fair point."
+    ("Algorithm 1 (Reconstruction): bracket the root of the monotone EoI gap, shrink it with next_alloc, then take "
+     "the best fair point.")
     name = "Alg. 1 (EoI, non-noisy)"
     def __init__(self, B=1.0, sigma=0.0, sizes=(1.0, 1.0),
                  use_envelopes: bool = True,   # False: plain bisection
                  atol: float = 4e-16,          # stop when the bracket is below atol * B
-                 best_fair: bool = True,       # True: maximise welfare over the fair set; False: commit to the first fair point
+                 best_fair: bool = True,       # True: maximise welfare over the fair set; False: commit to the first
+                                               # fair point
                 ):
-        super().__init__(B, sigma, sizes); self.use_envelopes, self.atol, self.best_fair = use_envelopes, atol, bool(best_fair)
+        super().__init__(B, sigma, sizes)
+        self.use_envelopes, self.atol, self.best_fair = use_envelopes, atol, bool(best_fair)
         if not use_envelopes: self.name = "Alg. 1 without envelopes (bisection)"
 
     def _fair_envelope(self, obs, target, lo, hi):
-        "Outer bound on {a in [lo, hi] : Delta(a) = target} from the concavity envelopes (the bracket itself without them)."
+        ("Outer bound on {a in [lo, hi] : Delta(a) = target} from the concavity envelopes (the bracket itself without "
+         "them).")
         if not self.use_envelopes or len(obs) < 2: return lo, hi
-        xs = np.array(sorted(obs)); V = np.array([obs[x][:2] for x in xs])
-        eps = 1e-12 * max(1.0, float(np.abs(V).max()))   # on a flat stretch both bounds touch the target: rounding must not cut S
+        xs = np.array(sorted(obs))
+        V = np.array([obs[x][:2] for x in xs])
+        eps = 1e-12 * max(1.0, float(np.abs(V).max()))   # on a flat stretch both bounds touch the target: rounding must
+                                                         # not cut S
         def bounds(z):
-            dl, dh = gap_envelopes(xs, V[:, 0], V[:, 1], self.B, z); return dl - target - eps, dh - target + eps
+            dl, dh = gap_envelopes(xs, V[:, 0], V[:, 1], self.B, z)
+            return dl - target - eps, dh - target + eps
         r_lo, r_hi = certified_root_interval(bounds, lo, hi)
         return max(r_lo, lo), min(r_hi, hi)
 
     def _best_on_fair_set(self, obs, target):
-        "Generator: maximise the concave W over the interval S = {Delta = target} from censored queries; returns a fair point."
+        ("Generator: maximise the concave W over the interval S = {Delta = target} from censored queries; returns a "
+         "fair point.")
         B, gap, W = self.B, (lambda x: obs[x][0] - obs[x][1]), (lambda x: obs[x][2] + obs[x][3])
-        fair = [x for x in obs if gap(x) == target]; f = max(fair, key=W)
+        fair = [x for x in obs if gap(x) == target]
+        f = max(fair, key=W)
         xl = max((x for x in obs if gap(x) < target), default=0.0)        # invariant: argmax_S W lies in [xl, xr]
         xr = min((x for x in obs if gap(x) > target), default=B)
         def compare(m, f, xl, xr):                                       # m, f both fair; W concave on the interval S
@@ -146,7 +163,9 @@ class NonNoisyEoI(Policy):
             if xr - xl <= self.atol * B: break
             m = 0.5 * (xl + f) if f - xl > xr - f else 0.5 * (f + xr)     # halve the longer side of the best fair point
             if m in obs: break                                            # no new point representable
-            y = yield m, 1; obs[m] = tuple(y); dm = y[0] - y[1]
+            y = yield m, 1
+            obs[m] = tuple(y)
+            dm = y[0] - y[1]
             if dm < target: xl = m                                        # m is left of S
             elif dm > target: xr = m                                      # m is right of S
             else: f, (xl, xr) = compare(m, f, xl, xr)
@@ -154,20 +173,27 @@ class NonNoisyEoI(Policy):
 
     def play(self, T):
         B, obs = self.B, {}
-        y = yield 0.0, 1; obs[0.0] = tuple(y); d0 = y[0] - y[1]
+        y = yield 0.0, 1
+        obs[0.0] = tuple(y)
+        d0 = y[0] - y[1]
         if d0 >= 0:                                  # Delta(0) >= 0: V* = Delta(0), fair set [0, sup{Delta = Delta(0)}]
             a = (yield from self._best_on_fair_set(obs, d0)) if self.best_fair else 0.0
             while True: yield a, FOREVER
-        y = yield B, 1; obs[B] = tuple(y); dB = y[0] - y[1]
-        if dB <= 0:                                  # Delta(B) <= 0: V* = |Delta(B)|, fair set [inf{Delta = Delta(B)}, B]
+        y = yield B, 1
+        obs[B] = tuple(y)
+        dB = y[0] - y[1]
+        if dB <= 0:                                # Delta(B) <= 0: V* = |Delta(B)|, fair set [inf{Delta = Delta(B)}, B]
             a = (yield from self._best_on_fair_set(obs, dB)) if self.best_fair else B
             while True: yield a, FOREVER
         lo, hi = 0.0, B
         while hi - lo > self.atol * B:
-            xs = np.array(sorted(obs)); V = np.array([obs[x][:2] for x in xs])
+            xs = np.array(sorted(obs))
+            V = np.array([obs[x][:2] for x in xs])
             r_lo, r_hi, a = next_alloc(xs, V[:, 0], V[:, 1], lo, hi, B, self.use_envelopes)
             if a in obs: break                        # no new point representable: the bracket is at rounding level
-            y = yield a, 1; obs[a] = tuple(y); d = y[0] - y[1]
+            y = yield a, 1
+            obs[a] = tuple(y)
+            d = y[0] - y[1]
             if d < 0: lo, hi = a, r_hi
             elif d > 0: lo, hi = r_lo, a
             else: break                               # an exactly fair point: the fair set may be an interval
@@ -179,11 +205,13 @@ class NonNoisyEoI(Policy):
 
 # %% ../../nbs/p04_equality_of_impact/03_algorithms.ipynb #91332744
 class NoisyEoI(Policy):
-    "Algorithm 3 (Reconstruction): the search of Algorithm 1 with repeated, averaged queries and confidence tests, in stages."
+    ("Algorithm 3 (Reconstruction): the search of Algorithm 1 with repeated, averaged queries and confidence tests, "
+     "in stages.")
     name = "Alg. 3 (EoI, noisy meta)"
     def __init__(self, B=1.0, sigma=0.0, sizes=(1.0, 1.0), delta: float = 0.05, n0: int = 2, exploit: int = 4,
                  K: int = 64, use_envelopes: bool = True, atol: float = 4e-16,
-                 best_fair: bool = False,    # True: search the fair set for the welfare maximiser; False: keep the first fair point
+                 best_fair: bool = False,    # True: search the fair set for the welfare maximiser; False: keep the
+                                             # first fair point
                  n_search: int = 2,          # welfare-search probes per stage (best_fair)
                 ):
         super().__init__(B, sigma, sizes)
@@ -191,7 +219,14 @@ class NoisyEoI(Policy):
         for k, v in dict(n0=n0, exploit=exploit, K=K, n_search=n_search).items():
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
                 raise ValueError(f"{k} must be an integer >= 1, got {v!r}")
-        self.delta, self.n0, self.exploit, self.K, self.use_envelopes, self.atol = delta, int(n0), int(exploit), int(K), use_envelopes, atol
+        self.delta, self.n0, self.exploit, self.K, self.use_envelopes, self.atol = (
+            delta,
+            int(n0),
+            int(exploit),
+            int(K),
+            use_envelopes,
+            atol,
+        )
         self.best_fair, self.n_search = bool(best_fair), int(n_search)
 
     def halfwidth(self, count, j):
@@ -202,31 +237,40 @@ class NoisyEoI(Policy):
         B, S = self.B, {}                                   # S[a] = [sum I1, sum I2, rounds, sum R1, sum R2]
         def query(a, n):
             y = yield a, n
-            s = S.setdefault(a, [0.0, 0.0, 0, 0.0, 0.0]); s[0] += n * y[0]; s[1] += n * y[1]; s[2] += n
-            s[3] += n * y[2]; s[4] += n * y[3]
+            s = S.setdefault(a, [0.0, 0.0, 0, 0.0, 0.0])
+            s[0] += n * y[0]
+            s[1] += n * y[1]
+            s[2] += n
+            s[3] += n * y[2]
+            s[4] += n * y[3]
             return (s[0] - s[1]) / s[2], s[2]
         W = lambda x: (S[x][3] + S[x][4]) / S[x][2]           # pooled welfare estimate R1 + R2
         gap = lambda x: (S[x][0] - S[x][1]) / S[x][2]           # pooled gap estimate
-        # the same half-width bounds a welfare difference's noise; + rounding, so pooled sums of equal values compare equal
+        # the same half-width bounds a welfare difference's noise; + rounding, so pooled sums of equal values compare
+        # equal
         hw = lambda x, j: float(self.halfwidth(S[x][2], j)) + 1e-12 * (1.0 + abs(gap(x)) + abs(W(x)))
         def search(f, xl, xr, ref, j, n, cands):
-            "One stage of the welfare search over the fair set {Delta = Delta(ref)} (ref None: Delta = 0) around f (Reconstruction, ours)."
+            ("One stage of the welfare search over the fair set {Delta = Delta(ref)} (ref None: Delta = 0) around f "
+             "(Reconstruction, ours).")
             for _ in range(self.n_search):
                 if xr - xl <= self.atol * B: break
-                m = 0.5 * (xl + f) if f - xl > xr - f else 0.5 * (f + xr)   # halve the longer side of the best fair point
+                m = 0.5 * (xl + f) if f - xl > xr - f else 0.5 * (f + xr)   # halve the longer side of the best fair
+                                                                            # point
                 if m == f or m in cands: break
                 d, c = yield from query(m, n)
                 t, w = (0.0, hw(m, j)) if ref is None else (gap(ref), hw(m, j) + hw(ref, j))
                 if d - t < -w: xl = m                                  # m is left of the fair set
                 elif d - t > w: xr = m                                 # m is right of it
                 else:                                                  # m is fair at this stage's tolerance
-                    cands.add(m); e = hw(m, j) + hw(f, j)
+                    cands.add(m)
+                    e = hw(m, j) + hw(f, j)
                     if W(m) - W(f) > e: f, (xl, xr) = m, ((f, xr) if m > f else (xl, f))     # concavity: keep m's side
                     elif W(m) - W(f) < -e: xl, xr = (xl, m) if m > f else (m, xr)            # keep f's side
                     else: break                                        # undecided: more samples next stage
             return f, xl, xr
         def boundary(a0, j):
-            "Delta(a0) at an end is w.h.p. the least |Delta|: the fair set {Delta = Delta(a0)} is an interval holding a0."
+            ("Delta(a0) at an end is w.h.p. the least |Delta|: the fair set {Delta = Delta(a0)} is an interval "
+             "holding a0.")
             f, xl, xr, cands = a0, 0.0, B, {a0}
             while True:
                 n = self.n0 * 2 ** j
@@ -239,44 +283,59 @@ class NoisyEoI(Policy):
                 inside = [x for x in cands if xl <= x <= xr] or [a0]
                 f = max(inside, key=W)
                 f, xl, xr = yield from search(f, xl, xr, a0, j, n, cands)
-                yield from query(f, self.exploit * n); j += 1
+                yield from query(f, self.exploit * n)
+                j += 1
         lo, hi, lo_ok, hi_ok, j, prev = 0.0, B, False, False, 1, None
         sxl = sxr = None                                        # the welfare search's interval around prev (best_fair)
         while True:
             n, fair = self.n0 * 2 ** j, None
             if not lo_ok:                                   # sign of Delta(0)
-                d, c = yield from query(0.0, n); w = self.halfwidth(c, j)
+                d, c = yield from query(0.0, n)
+                w = self.halfwidth(c, j)
                 if d > w:                                   # Delta(0) > 0 w.h.p.: V* = Delta(0)
                     if self.best_fair: yield from boundary(0.0, j)
                     while True: yield 0.0, FOREVER
                 elif d < -w: lo_ok = True
                 else: fair = 0.0
             if fair is None and not hi_ok:                  # sign of Delta(B)
-                d, c = yield from query(B, n); w = self.halfwidth(c, j)
+                d, c = yield from query(B, n)
+                w = self.halfwidth(c, j)
                 if d < -w:
                     if self.best_fair: yield from boundary(B, j)
                     while True: yield B, FOREVER
                 elif d > w: hi_ok = True
                 else: fair = B
             if fair is None and prev is not None and lo <= prev <= hi:   # first re-test the last fair allocation
-                d, c = yield from query(prev, n); w = self.halfwidth(c, j)
+                d, c = yield from query(prev, n)
+                w = self.halfwidth(c, j)
                 if d > w: hi = prev
                 elif d < -w: lo = prev
                 else: fair = prev
             k = 0
             while fair is None:
                 if hi - lo <= self.atol * B:
-                    fair = min((x for x in S if lo <= x <= hi), key=lambda x: abs(S[x][0] - S[x][1]) / S[x][2], default=0.5 * (lo + hi)); break
-                xs = np.array(sorted(S)); V = np.array([S[x] for x in xs])
+                    fair = min(
+                        (x for x in S if lo <= x <= hi),
+                        key=lambda x: abs(S[x][0] - S[x][1]) / S[x][2],
+                        default=0.5 * (lo + hi),
+                    )
+                    break
+                xs = np.array(sorted(S))
+                V = np.array([S[x] for x in xs])
                 wg = self.halfwidth(V[:, 2], j) / 2            # per-impact half-width sigma*sqrt(2 ln(4j^2K/delta)/c)
-                r_lo, r_hi, a = next_alloc(xs, V[:, 0] / V[:, 2], V[:, 1] / V[:, 2], lo, hi, B, self.use_envelopes, wg, wg)
-                d, c = yield from query(a, n); w = self.halfwidth(c, j); k += 1
+                r_lo, r_hi, a = next_alloc(
+                    xs, V[:, 0] / V[:, 2], V[:, 1] / V[:, 2], lo, hi, B, self.use_envelopes, wg, wg
+                )
+                d, c = yield from query(a, n)
+                w = self.halfwidth(c, j)
+                k += 1
                 if d > w: lo, hi = r_lo, a
                 elif d < -w: lo, hi = a, r_hi
                 else: fair = a
                 if k >= self.K and fair is None: fair = a
             if self.best_fair:                              # search the fair set around it for a better welfare
-                # certified bounds of the fair set persist across stages (w.h.p.): intersect with the bracket, keep f inside
+                # certified bounds of the fair set persist across stages (w.h.p.): intersect with the bracket, keep f
+                # inside
                 sxl, sxr = (lo, hi) if sxl is None else (max(sxl, lo), min(sxr, hi))
                 sxl, sxr = min(sxl, fair), max(sxr, fair)
                 fair, sxl, sxr = yield from search(fair, sxl, sxr, None, j, n, set())

@@ -40,50 +40,75 @@ class ExploreThenCommit(Policy):
         self.K, self.m = int(K), m
     def play(self, T):
         m = self.m or (1 if self.sigma == 0 else max(1, math.ceil(T ** (2 / 3) / self.K)))
-        grid = np.linspace(0.0, self.B, self.K); d = np.empty(self.K)
+        grid = np.linspace(0.0, self.B, self.K)
+        d = np.empty(self.K)
         for k, a in enumerate(grid):
-            y = yield float(a), m; d[k] = y[0] - y[1]
+            y = yield float(a), m
+            d[k] = y[0] - y[1]
         a_c = _interp_root(grid, d)
         while True: yield a_c, FOREVER
 
 # %% ../../nbs/p04_equality_of_impact/04_baselines.ipynb #ada7b872
 class UCBGrid(Policy):
-    "Optimistic grid learner: among arms whose CI for Delta contains 0 (else least optimistic |Delta|), the highest welfare UCB."
+    ("Optimistic grid learner: among arms whose CI for Delta contains 0 (else least optimistic |Delta|), the highest "
+     "welfare UCB.")
     name = "UCB (grid)"
     def __init__(self, B=1.0, sigma=0.0, sizes=(1.0, 1.0), K: int = 33, delta: float = 0.05):
         super().__init__(B, sigma, sizes)
         if K < 2: raise ValueError(f"UCB needs K >= 2 arms, got {K}")
         self.K, self.delta = int(K), float(delta)
     def play(self, T):
-        K = self.K; grid = np.linspace(0.0, self.B, K)
+        K = self.K
+        grid = np.linspace(0.0, self.B, K)
         sd, sw, cnt = np.zeros(K), np.zeros(K), np.zeros(K)
         for k in range(K):                                    # one round per arm
-            y = yield float(grid[k]), 1; sd[k] += y[0] - y[1]; sw[k] += y[2] + y[3]; cnt[k] += 1
+            y = yield float(grid[k]), 1
+            sd[k] += y[0] - y[1]
+            sw[k] += y[2] + y[3]
+            cnt[k] += 1
         t = K
         while True:
             dh, wh = sd / cnt, sw / cnt
-            c = self.sigma * np.sqrt(2 * 2 * math.log(max(t, 2) * K / self.delta) / cnt)   # CI of a mean of two noisy terms
+            c = self.sigma * np.sqrt(2 * 2 * math.log(max(t, 2) * K / self.delta) / cnt)  # CI of a mean of two noisy
+                                                                                          # terms
             opt_gap = np.maximum(np.abs(dh) - 2 * c, 0.0)     # Delta has variance 2 sigma^2
             cand = opt_gap <= opt_gap.min() + 1e-12
             k = int(np.where(cand, wh + c, -np.inf).argmax())
             if self.sigma == 0:                               # exact feedback: the choice never changes again
                 while True: yield float(grid[k]), FOREVER
-            y = yield float(grid[k]), 1; sd[k] += y[0] - y[1]; sw[k] += y[2] + y[3]; cnt[k] += 1; t += 1
+            y = yield float(grid[k]), 1
+            sd[k] += y[0] - y[1]
+            sw[k] += y[2] + y[3]
+            cnt[k] += 1
+            t += 1
 
 # %% ../../nbs/p04_equality_of_impact/04_baselines.ipynb #bc5d5d8f
 class PenalisedGradient(Policy):
     "Projected AdaGrad ascent on J(a) = W(a)/W_ref - lam * Delta(a)^2 with two-point finite-difference gradients."
     name = "penalised gradient"
-    def __init__(self, B=1.0, sigma=0.0, sizes=(1.0, 1.0), lam: float = 10.0, eta0: float = 0.5, delta0: float = 0.05, a0: float | None = None):
+    def __init__(
+        self,
+        B=1.0,
+        sigma=0.0,
+        sizes=(1.0, 1.0),
+        lam: float = 10.0,
+        eta0: float = 0.5,
+        delta0: float = 0.05,
+        a0: float | None = None,
+    ):
         super().__init__(B, sigma, sizes)
         if lam <= 0 or eta0 <= 0 or delta0 <= 0: raise ValueError("lam, eta0 and delta0 must be positive")
         self.lam, self.eta0, self.delta0, self.a0 = float(lam), float(eta0), float(delta0), a0
     def play(self, T):
-        B = self.B; a = 0.5 * B if self.a0 is None else float(self.a0); G2, k, W_ref = 0.0, 0, None
+        B = self.B
+        a = 0.5 * B if self.a0 is None else float(self.a0)
+        G2, k, W_ref = 0.0, 0, None
         while True:
-            k += 1; h = self.delta0 * B * k ** -0.25
+            k += 1
+            h = self.delta0 * B * k ** -0.25
             c = min(max(a, h), B - h)                         # keep both probes inside [0, B]
-            y1 = yield c - h, 1; y2 = yield c + h, 1
+            y1 = yield c - h, 1
+            y2 = yield c + h, 1
             if W_ref is None: W_ref = max(abs(y1[2] + y1[3]), 1e-9)
             J = lambda y: (y[2] + y[3]) / W_ref - self.lam * (y[0] - y[1]) ** 2
             g = (J(y2) - J(y1)) / (2 * h)

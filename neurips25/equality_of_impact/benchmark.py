@@ -18,32 +18,47 @@ __all__ = ['PerRound', 'alg1_bisection_vectorised', 'bench_methods', 'bench_alg1
 class PerRound(Policy):
     "Drive an inner policy one round at a time (the naive loop): each block of n rounds becomes n single rounds."
     def __init__(self, inner: Policy):
-        super().__init__(inner.B, inner.sigma, inner.sizes); self.inner = inner; self.name = inner.name + " (per round)"
+        super().__init__(inner.B, inner.sigma, inner.sizes)
+        self.inner = inner
+        self.name = inner.name + " (per round)"
     def play(self, T):
-        g = self.inner.play(T); a, n = next(g); t = 0
+        g = self.inner.play(T)
+        a, n = next(g)
+        t = 0
         while True:
             acc = 0.0
             for i in range(int(min(n, T - t))):
-                y = yield a, 1; acc = acc + y; t += 1
+                y = yield a, 1
+                acc = acc + y
+                t += 1
                 if t >= T: break
             a, n = g.send(acc / (i + 1))
 
 def alg1_bisection_vectorised(env, T: int, n_runs: int, seed: int = 0) -> np.ndarray:
     "Algorithm 1 without envelopes on n_runs independent noisy runs at once; returns the allocations (T, n_runs)."
-    rng = np.random.default_rng(seed); B = env.B; R = n_runs
-    A = np.empty((T, R)); obs = lambda a: env.gap(a) + env.sigma * np.sqrt(2.0) * rng.standard_normal(R)
-    d0 = obs(np.zeros(R)); A[0] = 0.0
-    dB = obs(np.full(R, B)); A[1] = B
+    rng = np.random.default_rng(seed)
+    B = env.B
+    R = n_runs
+    A = np.empty((T, R))
+    obs = lambda a: env.gap(a) + env.sigma * np.sqrt(2.0) * rng.standard_normal(R)
+    d0 = obs(np.zeros(R))
+    A[0] = 0.0
+    dB = obs(np.full(R, B))
+    A[1] = B
     lo, hi = np.zeros(R), np.full(R, B)
     fixed = np.where(d0 >= 0, 0.0, np.where(dB <= 0, B, np.nan))     # committed at a boundary
     best_a, best_d = np.where(np.abs(d0) < np.abs(dB), 0.0, B), np.minimum(np.abs(d0), np.abs(dB))
     for t in range(2, T):
         active = hi - lo > 4e-16 * B
         a = np.where(np.isnan(fixed), np.where(active, 0.5 * (lo + hi), best_a), fixed)
-        d = obs(a); A[t] = a
+        d = obs(a)
+        A[t] = a
         upd = np.isnan(fixed) & active
-        lo = np.where(upd & (d < 0), a, lo); hi = np.where(upd & (d > 0), a, hi)
-        better = upd & (np.abs(d) < best_d); best_a = np.where(better, a, best_a); best_d = np.where(better, np.abs(d), best_d)
+        lo = np.where(upd & (d < 0), a, lo)
+        hi = np.where(upd & (d > 0), a, hi)
+        better = upd & (np.abs(d) < best_d)
+        best_a = np.where(better, a, best_a)
+        best_d = np.where(better, np.abs(d), best_d)
     return A
 
 # %% ../../nbs/p04_equality_of_impact/08_benchmark.ipynb #e292bb01
@@ -53,26 +68,48 @@ def bench_methods(T: int = 100_000, env_name: str = "ire", sigmas=(0.0, 0.05), s
     for s in sigmas:
         env = make_env(env_name, s)
         for m, P in METHODS.items():
-            t0 = time.perf_counter(); r = simulate(P.for_env(env), env, T, seed); dt = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            r = simulate(P.for_env(env), env, T, seed)
+            dt = time.perf_counter() - t0
             rows.append(dict(method=LABELS[m], sigma=s, T=T, seconds=dt, rounds_per_s=T / dt, blocks=len(r.a)))
     return pd.DataFrame(rows)
 
 def bench_alg1(T: int = 100_000, env_name: str = "ire", n_runs: int = 100, seed: int = 0) -> pd.DataFrame:
-    "Algorithm 1 at horizon T: block simulator vs per-round loop; vectorised bisection over n_runs noisy runs vs a loop of runs."
+    ("Algorithm 1 at horizon T: block simulator vs per-round loop; vectorised bisection over n_runs noisy runs vs a "
+     "loop of runs.")
     env, envn = make_env(env_name), make_env(env_name, 0.05)
-    t0 = time.perf_counter(); simulate(NonNoisyEoI.for_env(env), env, T, seed); blk = time.perf_counter() - t0
-    t0 = time.perf_counter(); simulate(PerRound(NonNoisyEoI.for_env(env)), env, T, seed); per = time.perf_counter() - t0
-    Tv = max(T // 10, 100); k = 3
+    t0 = time.perf_counter()
+    simulate(NonNoisyEoI.for_env(env), env, T, seed)
+    blk = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    simulate(PerRound(NonNoisyEoI.for_env(env)), env, T, seed)
+    per = time.perf_counter() - t0
+    Tv = max(T // 10, 100)
+    k = 3
     t0 = time.perf_counter()
     for i in range(k): simulate(PerRound(NonNoisyEoI.for_env(envn, use_envelopes=False)), envn, Tv, seed + i)
     loop = (time.perf_counter() - t0) / k
-    t0 = time.perf_counter(); alg1_bisection_vectorised(envn, Tv, n_runs, seed); vec = time.perf_counter() - t0
-    return pd.DataFrame([
-        dict(what=f"Alg. 1, T={T}, sigma=0: block simulator", seconds=blk, rounds_per_s=T / blk, ratio=per / blk),
-        dict(what=f"Alg. 1, T={T}, sigma=0: per-round loop (naive)", seconds=per, rounds_per_s=T / per, ratio=1.0),
-        dict(what=f"Alg. 1 bisection, sigma=0.05, {n_runs} runs x T={Tv}: vectorised over runs", seconds=vec,
-             rounds_per_s=n_runs * Tv / vec, ratio=(n_runs * loop) / vec),
-        dict(what=f"Alg. 1 bisection, sigma=0.05, 1 run x T={Tv}: per-round loop (naive)", seconds=loop, rounds_per_s=Tv / loop, ratio=1.0)])
+    t0 = time.perf_counter()
+    alg1_bisection_vectorised(envn, Tv, n_runs, seed)
+    vec = time.perf_counter() - t0
+    return pd.DataFrame(
+        [
+            dict(what=f"Alg. 1, T={T}, sigma=0: block simulator", seconds=blk, rounds_per_s=T / blk, ratio=per / blk),
+            dict(what=f"Alg. 1, T={T}, sigma=0: per-round loop (naive)", seconds=per, rounds_per_s=T / per, ratio=1.0),
+            dict(
+                what=f"Alg. 1 bisection, sigma=0.05, {n_runs} runs x T={Tv}: vectorised over runs",
+                seconds=vec,
+                rounds_per_s=n_runs * Tv / vec,
+                ratio=(n_runs * loop) / vec,
+            ),
+            dict(
+                what=f"Alg. 1 bisection, sigma=0.05, 1 run x T={Tv}: per-round loop (naive)",
+                seconds=loop,
+                rounds_per_s=Tv / loop,
+                ratio=1.0,
+            ),
+        ]
+    )
 
 def main(argv=None):
     "Print both benchmark tables."
@@ -85,7 +122,10 @@ def main(argv=None):
     print(f"Rounds per second per method (block simulator, env {args.env}, one core)")
     print(t1.to_string(index=False, float_format=lambda v: f"{v:,.4g}"))
     t2 = bench_alg1(args.T, args.env, args.runs)
-    print("\nAlgorithm 1: block simulator vs per-round loop; vectorised over independent runs (ratio = speed-up over the naive row)")
+    print(
+        "\nAlgorithm 1: block simulator vs per-round loop; vectorised over independent runs (ratio = speed-up over the "
+        "naive row)"
+    )
     print(t2.to_string(index=False, float_format=lambda v: f"{v:,.4g}"))
     return t1, t2
 

@@ -23,7 +23,9 @@ class Response(abc.ABC):
         x = np.linspace(0.0, B, 8193)
         return float(np.abs(np.diff(self(x))).max() / (x[1] - x[0]))
     def __repr__(self):
-        return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in vars(self).items() if not k.startswith('_'))})"
+        return (
+            f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in vars(self).items() if not k.startswith('_'))})"
+        )
 
 def _positive(name, v):
     v = float(v)
@@ -50,7 +52,8 @@ class Quadratic(Response):
         if b2 < 0: raise ValueError(f"Quadratic needs b2 >= 0 (concave), got {b2}")
         self.b0, self.b1, self.b2 = float(b0), float(b1), float(b2)
     def __call__(self, a):
-        a = np.asarray(a, dtype=float); return self.b0 + self.b1 * a - self.b2 * a * a
+        a = np.asarray(a, dtype=float)
+        return self.b0 + self.b1 * a - self.b2 * a * a
     def lipschitz(self, B): return max(abs(self.b1), abs(self.b1 - 2 * self.b2 * B))
 
 class Discovery(Response):
@@ -64,7 +67,8 @@ class Discovery(Response):
         self._norm = self.scale / (self.mean if self.normalise else 1.0)
     def __call__(self, a):
         a = np.asarray(a, dtype=float)
-        if np.any(a < 0) or np.any(a > self.a_max + 1e-9): raise ValueError(f"Discovery is defined on [0, {self.a_max}]")
+        if np.any(a < 0) or np.any(a > self.a_max + 1e-9):
+            raise ValueError(f"Discovery is defined on [0, {self.a_max}]")
         k = np.minimum(np.floor(a).astype(int), len(self._surv) - 1)
         return self._norm * (self._cum[k] + (a - k) * self._surv[k])  # E min(C,a) = ∫_0^a P(C > s) ds
     def lipschitz(self, B): return self._norm * float(self._surv[0])
@@ -84,20 +88,25 @@ def check_response(f: Callable,          # vectorised response on [0, B]
                    n_grid: int = 1025,     # grid size
                    rtol: float = 1e-9,     # tolerance relative to the range of f on the grid
                   ) -> None:
-    "Raise ValueError if `f` is not finite, nondecreasing (if `monotone`) or concave (if `concave`) on a grid of [0, B] and its cell midpoints."
+    ("Raise ValueError if `f` is not finite, nondecreasing (if `monotone`) or concave (if `concave`) on a grid of [0, "
+     "B] and its cell midpoints.")
     if isinstance(n_grid, bool) or not isinstance(n_grid, (int, np.integer)) or n_grid < 3:
         raise ValueError(f"n_grid must be an integer >= 3, got {n_grid!r}")
     x = np.linspace(0.0, B, 2 * int(n_grid) - 1)         # the n_grid grid and the midpoints of its cells
     y = np.asarray(f(x), dtype=float)
-    if y.shape != x.shape: raise ValueError(f"{name} must map an array of shape {x.shape} to the same shape, got {y.shape}")
-    if not np.all(np.isfinite(y)): raise ValueError(f"{name} is not finite on [0, {B}] (first at a={x[~np.isfinite(y)][0]:.4g})")
+    if y.shape != x.shape:
+        raise ValueError(f"{name} must map an array of shape {x.shape} to the same shape, got {y.shape}")
+    if not np.all(np.isfinite(y)):
+        raise ValueError(f"{name} is not finite on [0, {B}] (first at a={x[~np.isfinite(y)][0]:.4g})")
     tol = rtol * max(1.0, float(np.ptp(y)))
     d1 = np.diff(y)
     if monotone and np.any(d1 < -tol):
-        i = int(np.argmax(d1 < -tol)); raise ValueError(f"{name} is not nondecreasing on [0, {B}]: it falls near a={x[i]:.4g}")
+        i = int(np.argmax(d1 < -tol))
+        raise ValueError(f"{name} is not nondecreasing on [0, {B}]: it falls near a={x[i]:.4g}")
     d2 = np.diff(d1)
     if concave and np.any(d2 > tol):
-        i = int(np.argmax(d2 > tol)); raise ValueError(f"{name} is not concave on [0, {B}]: its slope rises near a={x[i + 1]:.4g}")
+        i = int(np.argmax(d2 > tol))
+        raise ValueError(f"{name} is not concave on [0, {B}]: its slope rises near a={x[i + 1]:.4g}")
 
 # %% ../../nbs/p04_equality_of_impact/00_env.ipynb #c59b11b5
 @dataclass(frozen=True)
@@ -128,19 +137,27 @@ class Environment:
 
     def gap(self, a):
         "EoI gap Delta(a) = I1(a) - I2(B - a) (nondecreasing in a)."
-        a = np.asarray(a, dtype=float); return self.I1(a) - self.I2(self.B - a)
+        a = np.asarray(a, dtype=float)
+        return self.I1(a) - self.I2(self.B - a)
     def welfare(self, a):
         "Total welfare W(a) = R1(a) + R2(B - a)."
-        a = np.asarray(a, dtype=float); return self.R1(a) + self.R2(self.B - a)
+        a = np.asarray(a, dtype=float)
+        return self.R1(a) + self.R2(self.B - a)
     def values(self, a):
         "Noise-free observation vector (I1(a), I2(B-a), R1(a), R2(B-a)), shape a.shape + (4,)."
-        a = np.asarray(a, dtype=float); b = self.B - a
+        a = np.asarray(a, dtype=float)
+        b = self.B - a
         if a.ndim == 0:                                   # the per-round hot path of the simulator
             return np.array([float(self.I1(a)), float(self.I2(b)), float(self.R1(a)), float(self.R2(b))])
         return np.stack([self.I1(a), self.I2(b), self.R1(a), self.R2(b)], axis=-1)
     def lipschitz_gap(self) -> float:
         "L1 + L2: a Lipschitz constant of the gap on [0, B]."
-        return float(sum(f.lipschitz(self.B) if isinstance(f, Response) else Response.lipschitz(f, self.B) for f in (self.I1, self.I2)))
+        return float(
+            sum(
+                f.lipschitz(self.B) if isinstance(f, Response) else Response.lipschitz(f, self.B)
+                for f in (self.I1, self.I2)
+            )
+        )
     def observe(self, a: float, n: int, rng: np.random.Generator) -> np.ndarray:
         "Mean of n noisy observations at allocation a (exact in law: f(a) + sigma * N(0, 1) / sqrt(n))."
         if not (0.0 <= a <= self.B): raise ValueError(f"allocation {a} outside [0, {self.B}]")
@@ -160,17 +177,45 @@ def make_env(name: str,           # one of ENV_NAMES
             ) -> Environment:
     "One of the experiments' environments (our parameter choices; the paper's were not recoverable)."
     if name == "ire":
-        return Environment("ire", SatExp(2.0), SatExp(1.5), LogResponse(4.0, 2.0), LogResponse(4.0), 1.0, sigma, (2.0, 1.0),
-                           description="imbalanced rewards")
+        return Environment(
+            "ire",
+            SatExp(2.0),
+            SatExp(1.5),
+            LogResponse(4.0, 2.0),
+            LogResponse(4.0),
+            1.0,
+            sigma,
+            (2.0, 1.0),
+            description="imbalanced rewards",
+        )
     if name == "iie":
         return Environment("iie", SatExp(3.0), SatExp(0.8), LogResponse(4.0), LogResponse(4.0), 1.0, sigma, (1.0, 2.0),
                            description="imbalanced impacts")
     if name == "water":
-        return Environment("water", SatExp(3.0), SatExp(1.2), SatExp(3.0, 10.0), SatExp(1.2, 6.0), 1.0, sigma, (1.0, 1.5),
-                           description="water allocation (Mitscherlich yields)")
+        return Environment(
+            "water",
+            SatExp(3.0),
+            SatExp(1.2),
+            SatExp(3.0, 10.0),
+            SatExp(1.2, 6.0),
+            1.0,
+            sigma,
+            (1.0, 1.5),
+            description="water allocation (Mitscherlich yields)",
+        )
     if name == "water_peak":
-        return Environment("water_peak", SatExp(3.0), SatExp(1.2), Quadratic(0.0, 20.0, 12.5), Quadratic(0.0, 12.0, 6.0), 1.0,
-                           sigma, (1.0, 1.5), monotone_reward=False, description="water allocation, yield peaks")
+        return Environment(
+            "water_peak",
+            SatExp(3.0),
+            SatExp(1.2),
+            Quadratic(0.0, 20.0, 12.5),
+            Quadratic(0.0, 12.0, 6.0),
+            1.0,
+            sigma,
+            (1.0, 1.5),
+            monotone_reward=False,
+            description="water allocation, yield peaks",
+        )
     if name == "eo":
         return Environment("eo", Discovery(30, 60), Discovery(60, 60), Discovery(30, 60, normalise=False),
                            Discovery(60, 60, normalise=False), 60.0, sigma, (30.0, 60.0),

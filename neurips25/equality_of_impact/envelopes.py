@@ -16,19 +16,26 @@ def concave_envelopes(x: np.ndarray,           # sorted, distinct observation po
                       cap: float = np.inf,     # known upper bound of f
                      ) -> tuple[np.ndarray, np.ndarray]:
     "Lower and upper envelopes at z of a nondecreasing concave f observed at x (with optional uncertainty w)."
-    x = np.asarray(x, dtype=float); y = np.asarray(y, dtype=float); z = np.asarray(z, dtype=float)
+    x = np.asarray(x, dtype=float)
+    y = np.asarray(y, dtype=float)
+    z = np.asarray(z, dtype=float)
     w = np.zeros_like(y) if w is None else np.broadcast_to(np.asarray(w, dtype=float), y.shape)
-    if x.ndim != 1 or x.size == 0 or y.shape != x.shape: raise ValueError(f"x and y must be non-empty 1-d arrays of one length, got {x.shape}, {y.shape}")
-    if not (np.all(np.isfinite(x)) and np.all(np.isfinite(y)) and np.all(np.isfinite(w))): raise ValueError("x, y and w must be finite")
+    if x.ndim != 1 or x.size == 0 or y.shape != x.shape:
+        raise ValueError(f"x and y must be non-empty 1-d arrays of one length, got {x.shape}, {y.shape}")
+    if not (np.all(np.isfinite(x)) and np.all(np.isfinite(y)) and np.all(np.isfinite(w))):
+        raise ValueError("x, y and w must be finite")
     if np.any(np.diff(x) <= 0): raise ValueError("x must be sorted and distinct (pool repeated observations first)")
     if np.any(w < 0): raise ValueError("half-widths w must be >= 0")
     m = x.size
     lo_y, hi_y = y - w, y + w
     i = np.searchsorted(x, z, side="right") - 1           # left neighbour index, -1 left of x_1, m-1 right of x_m
-    lower = np.full(z.shape, floor, dtype=float); upper = np.full(z.shape, cap, dtype=float)
+    lower = np.full(z.shape, floor, dtype=float)
+    upper = np.full(z.shape, cap, dtype=float)
     inner = (i >= 0) & (i <= m - 2)
     if np.any(inner):                                      # chord on [x_i, x_{i+1}] (concavity)
-        ii = i[inner]; h = x[ii + 1] - x[ii]; th = (z[inner] - x[ii]) / h
+        ii = i[inner]
+        h = x[ii + 1] - x[ii]
+        th = (z[inner] - x[ii]) / h
         lower[inner] = np.maximum(lower[inner], (1 - th) * lo_y[ii] + th * lo_y[ii + 1])
     right = i == m - 1
     lower[right] = np.maximum(lower[right], lo_y[m - 1])   # monotone: f(z) >= f(x_m) right of x_m
@@ -36,11 +43,15 @@ def concave_envelopes(x: np.ndarray,           # sorted, distinct observation po
     upper[nxt] = np.minimum(upper[nxt], hi_y[i[nxt] + 1])  # monotone: f(z) <= f(x_{i+1})
     lc = i >= 1                                            # left-adjacent chord (x_{i-1}, x_i) extended right
     if np.any(lc):
-        ii = i[lc]; h = x[ii] - x[ii - 1]; e = z[lc] - x[ii]
+        ii = i[lc]
+        h = x[ii] - x[ii - 1]
+        e = z[lc] - x[ii]
         upper[lc] = np.minimum(upper[lc], hi_y[ii] * (1 + e / h) - lo_y[ii - 1] * (e / h))
     rc = i + 2 <= m - 1                                    # right-adjacent chord (x_{i+1}, x_{i+2}) extended left
     if np.any(rc):
-        ii = i[rc]; h = x[ii + 2] - x[ii + 1]; d = x[ii + 1] - z[rc]
+        ii = i[rc]
+        h = x[ii + 2] - x[ii + 1]
+        d = x[ii + 1] - z[rc]
         upper[rc] = np.minimum(upper[rc], hi_y[ii + 1] * (1 + d / h) - lo_y[ii + 2] * (d / h))
     at = (i >= 0) & (z == x[np.maximum(i, 0)])            # at an observed point: f(x_i) <= y_i + w_i
     upper[at] = np.minimum(upper[at], hi_y[i[at]])
@@ -56,7 +67,8 @@ def gap_envelopes(a_obs: np.ndarray,    # distinct allocations to group 1 observ
                   w2: np.ndarray | None = None,  # half-widths of I2_obs
                  ) -> tuple[np.ndarray, np.ndarray]:
     "(Delta_lo, Delta_hi) at z: Delta_lo = I1_lo(z) - I2_hi(B - z), Delta_hi = I1_hi(z) - I2_lo(B - z)."
-    a_obs = np.asarray(a_obs, dtype=float); o = np.argsort(a_obs)
+    a_obs = np.asarray(a_obs, dtype=float)
+    o = np.argsort(a_obs)
     w1 = None if w1 is None else np.broadcast_to(np.asarray(w1, float), a_obs.shape)[o]
     w2 = None if w2 is None else np.broadcast_to(np.asarray(w2, float), a_obs.shape)[o[::-1]]
     l1, h1 = concave_envelopes(a_obs[o], np.asarray(I1_obs, float)[o], z, w1)
@@ -72,7 +84,8 @@ def certified_root_interval(env_bounds,        # callable z -> (Delta_lo(z), Del
     if not hi >= lo: raise ValueError(f"empty bracket [{lo}, {hi}]")
     def first_true(pred_idx, a, b):                       # smallest point with pred, rounded down to a grid point
         for _ in range(refine):
-            g = np.linspace(a, b, n_grid); ok = pred_idx(g)
+            g = np.linspace(a, b, n_grid)
+            ok = pred_idx(g)
             if not ok.any(): return b
             k = int(np.argmax(ok))
             if k == 0: return g[0]
@@ -80,7 +93,8 @@ def certified_root_interval(env_bounds,        # callable z -> (Delta_lo(z), Del
         return a
     def last_true(pred_idx, a, b):                        # largest point with pred, rounded up to a grid point
         for _ in range(refine):
-            g = np.linspace(a, b, n_grid); ok = pred_idx(g)
+            g = np.linspace(a, b, n_grid)
+            ok = pred_idx(g)
             if not ok.any(): return a
             k = n_grid - 1 - int(np.argmax(ok[::-1]))
             if k == n_grid - 1: return g[-1]
@@ -88,5 +102,6 @@ def certified_root_interval(env_bounds,        # callable z -> (Delta_lo(z), Del
         return b
     r_lo = first_true(lambda g: env_bounds(g)[1] >= 0, lo, hi)
     r_hi = last_true(lambda g: env_bounds(g)[0] <= 0, lo, hi)
-    if r_hi < r_lo: r_lo, r_hi = lo, hi                   # inconsistent bounds (noise beyond w): fall back to the bracket
+    if r_hi < r_lo:                                     # inconsistent bounds (noise beyond w): fall back to the bracket
+        r_lo, r_hi = lo, hi
     return float(r_lo), float(r_hi)

@@ -8,7 +8,8 @@ from ..core import progress
 from .env import make_env, ENV_NAMES
 from .objective import offline_optimum, welfare_optimum
 from .algorithms import NonNoisyEoI, NoisyEoI, simulate
-from .baselines import EqualSplit, Proportional, ExploreThenCommit, UCBGrid, PenalisedGradient
+from .baselines import (EqualSplit, Proportional, ExploreThenCommit, UCBGrid,
+                                                    PenalisedGradient)
 
 # %% auto #0
 __all__ = ['METHODS', 'LABELS', 'checkpoints', 'run_one', 'run_grid', 'summarise']
@@ -28,19 +29,32 @@ LABELS = {k: v.name for k, v in METHODS.items()}
 def checkpoints(T: int, per_decade: int = 4) -> np.ndarray:
     "Log-spaced rounds from min(100, T) to T, plus 0.9 T and 1000 when <= T."
     if T < 1: raise ValueError(f"T must be >= 1, got {T}")
-    t = np.unique(np.round(np.logspace(np.log10(min(100, T)), np.log10(T), max(2, int(per_decade * np.log10(max(T, 10) / min(100, T))) + 1))).astype(np.int64))
+    t = np.unique(
+        np.round(
+            np.logspace(
+                np.log10(min(100, T)), np.log10(T), max(2, int(per_decade * np.log10(max(T, 10) / min(100, T))) + 1)
+            )
+        ).astype(np.int64)
+    )
     extra = [x for x in (int(0.9 * T), 1000) if 1 <= x <= T]
     return np.unique(np.r_[t, extra, T]).astype(np.int64)
 
 def run_one(env_name: str, sigma: float, method: str, T: int, seed: int = 0, ckpts=None) -> pd.DataFrame:
     "One run: a long table (t, FR, WR, a, gap) at the checkpoints, with the run's identifiers and wall time."
     if method not in METHODS: raise ValueError(f"unknown method {method!r}; choose from {list(METHODS)}")
-    env = make_env(env_name, sigma); opt = offline_optimum(env)
+    env = make_env(env_name, sigma)
+    opt = offline_optimum(env)
     r = simulate(METHODS[method].for_env(env), env, int(T), seed)
     c = r.curves(env, opt, checkpoints(T) if ckpts is None else ckpts)
     df = pd.DataFrame(c)
-    df.insert(0, "seed", seed); df.insert(0, "method", method); df.insert(0, "sigma", sigma); df.insert(0, "env", env_name)
-    df["a_star"] = opt.a_star; df["W_star"] = opt.W_star; df["seconds"] = r.seconds; df["blocks"] = len(r.a)
+    df.insert(0, "seed", seed)
+    df.insert(0, "method", method)
+    df.insert(0, "sigma", sigma)
+    df.insert(0, "env", env_name)
+    df["a_star"] = opt.a_star
+    df["W_star"] = opt.W_star
+    df["seconds"] = r.seconds
+    df["blocks"] = len(r.a)
     return df
 
 def run_grid(envs, sigmas, methods, T: int, n_seeds: int, desc: str = "runs") -> pd.DataFrame:
@@ -56,7 +70,9 @@ def summarise(df: pd.DataFrame) -> pd.DataFrame:
     "Per (env, sigma, method, seed): final FR_T, WR_T, mean |Delta| and welfare ratio over the last 10 % of rounds."
     rows = []
     for key, g in df.groupby(["env", "sigma", "method", "seed"], sort=False):
-        g = g.sort_values("t"); T = int(g.t.max()); t9 = int(0.9 * T)
+        g = g.sort_values("t")
+        T = int(g.t.max())
+        t9 = int(0.9 * T)
         last, at9 = g[g.t == T].iloc[0], g[g.t == t9].iloc[0]
         tail_gap = (last.FR - at9.FR) / (T - t9)                     # mean |Delta(a_t)| - V*, t in (0.9T, T]
         tail_w = last.W_star - (last.WR - at9.WR) / (T - t9)           # mean W(a_t) over the same rounds

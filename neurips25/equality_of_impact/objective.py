@@ -20,7 +20,8 @@ class FairOptimum:
     W_star: float     # welfare at a_star
     fair_lo: float    # the fair set {|Delta| = V*} is [fair_lo, fair_hi]
     fair_hi: float
-    where: str        # "interior" (V* = 0) | "left" (Delta(0) >= 0: the fair set starts at 0) | "right" (Delta(B) <= 0: it ends at B)
+    where: str        # "interior" (V* = 0) | "left" (Delta(0) >= 0: the fair set starts at 0) | "right" (Delta(B) <= 0:
+                      # it ends at B)
 
 def _bisect_monotone(pred, lo: float, hi: float, iters: int = 100) -> float:
     "Boundary of {a : pred(a)} for pred false then true on [lo, hi] (returns the smallest true point, to rounding)."
@@ -34,29 +35,44 @@ def _bisect_monotone(pred, lo: float, hi: float, iters: int = 100) -> float:
 def _argmax_on(W, lo: float, hi: float) -> float:
     "Maximiser of a concave W on [lo, hi] (grid, then bounded Brent)."
     if hi - lo <= 1e-12 * max(1.0, abs(hi)): return lo
-    x = np.linspace(lo, hi, 257); i = int(np.argmax(W(x)))
+    x = np.linspace(lo, hi, 257)
+    i = int(np.argmax(W(x)))
     a, b = x[max(i - 1, 0)], x[min(i + 1, 256)]
-    r = minimize_scalar(lambda v: -float(W(v)), bounds=(a, b), method="bounded", options=dict(xatol=1e-12 * max(1.0, hi)))
+    r = minimize_scalar(
+        lambda v: -float(W(v)), bounds=(a, b), method="bounded", options=dict(xatol=1e-12 * max(1.0, hi))
+    )
     return float(r.x) if W(r.x) >= W(x[i]) else float(x[i])
 
 def offline_optimum(env: Environment) -> FairOptimum:
-    "a* = argmax W on the set of least EoI violation (root of the monotone gap, or a boundary stretch when none exists)."
+    ("a* = argmax W on the set of least EoI violation (root of the monotone gap, or a boundary stretch when none "
+     "exists).")
     B, gap = env.B, env.gap
     d0, dB = float(gap(0.0)), float(gap(B))
     if d0 >= 0:                                   # group 1 has at least group 2's impact with nothing: V* = Delta(0)
-        lo_ = 0.0; where = "left"                 # fair set [0, sup{Delta = Delta(0)}]: a flat stretch keeps it long
+        # fair set [0, sup{Delta = Delta(0)}]: a flat stretch keeps it long
+        lo_ = 0.0
+        where = "left"
         hi = _bisect_monotone(lambda a: gap(a) > d0, 0.0, B)
         if hi <= 1e-12 * B: hi = 0.0              # a strictly rising gap: the fair set is {0} (snap the rounding)
     elif dB <= 0:                                 # group 2 has more impact even with everything: V* = |Delta(B)|
         lo_ = _bisect_monotone(lambda a: gap(a) >= dB, 0.0, B)     # fair set [inf{Delta = Delta(B)}, B]
         if B - lo_ <= 1e-12 * B: lo_ = B
-        hi = B; where = "right"
+        hi = B
+        where = "right"
     else:
         lo_ = _bisect_monotone(lambda a: gap(a) >= 0, 0.0, B)      # inf {Delta >= 0}
         hi = _bisect_monotone(lambda a: gap(a) > 0, 0.0, B)        # sup {Delta <= 0} (to rounding)
-        hi = max(hi, lo_); where = "interior"
+        hi = max(hi, lo_)
+        where = "interior"
     a = _argmax_on(env.welfare, lo_, hi) if hi > lo_ else lo_
-    return FairOptimum(float(a), abs(float(gap(a))) if where != "interior" else 0.0, float(env.welfare(a)), float(lo_), float(hi), where)
+    return FairOptimum(
+        float(a),
+        abs(float(gap(a))) if where != "interior" else 0.0,
+        float(env.welfare(a)),
+        float(lo_),
+        float(hi),
+        where,
+    )
 
 def welfare_optimum(env: Environment) -> float:
     "The fairness-blind welfare maximiser a_W = argmax_a W(a)."
@@ -71,7 +87,8 @@ def brute_force_optimum(env: Environment, n_grid: int = 200_001, tol: float | No
     "(a*, V*) by grid search: least |Delta| on the grid, then the best welfare among points within tol of it."
     if isinstance(n_grid, bool) or not isinstance(n_grid, (int, np.integer)) or n_grid < 2:
         raise ValueError(f"n_grid must be an integer >= 2 (the grid includes 0 and B), got {n_grid!r}")
-    if tol is not None and not (np.isfinite(tol) and tol >= 0): raise ValueError(f"tol must be >= 0 and finite, got {tol}")
+    if tol is not None and not (np.isfinite(tol) and tol >= 0):
+        raise ValueError(f"tol must be >= 0 and finite, got {tol}")
     a = np.linspace(0.0, env.B, n_grid)
     v = np.abs(env.gap(a))
     tol = (env.lipschitz_gap() * env.B / (n_grid - 1)) if tol is None else tol   # one grid cell of |Delta|
@@ -89,10 +106,12 @@ def _check_allocs(env, a):
 
 def fairness_regret(env: Environment, allocs, opt: FairOptimum | None = None) -> np.ndarray:
     "Cumulative fairness regret FR_t = sum_{s<=t} (|Delta(a_s)| - V*), t = 1..T."
-    a = _check_allocs(env, allocs); opt = opt or offline_optimum(env)
+    a = _check_allocs(env, allocs)
+    opt = opt or offline_optimum(env)
     return np.cumsum(np.abs(env.gap(a)) - opt.V_star)
 
 def welfare_regret(env: Environment, allocs, opt: FairOptimum | None = None) -> np.ndarray:
     "Cumulative welfare regret WR_t = sum_{s<=t} (W(a*) - W(a_s)), t = 1..T (negative when unfair gains welfare)."
-    a = _check_allocs(env, allocs); opt = opt or offline_optimum(env)
+    a = _check_allocs(env, allocs)
+    opt = opt or offline_optimum(env)
     return np.cumsum(opt.W_star - env.welfare(a))

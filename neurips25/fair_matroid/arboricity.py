@@ -57,7 +57,9 @@ def _augment(states: list, where: dict, s: int):
         for i, st in enumerate(states):
             if i == bx: continue
             for y in st.circuit(x):                    # y ∈ C(I_i, x): I_i − y + x is independent
-                if y not in label: label[y] = x; q.append(y)
+                if y not in label:
+                    label[y] = x
+                    q.append(y)
     return list(label)
 
 def matroid_partition(M: Matroid,                  # a matroid (any class with circuits and exchanges)
@@ -68,7 +70,8 @@ def matroid_partition(M: Matroid,                  # a matroid (any class with c
     els = list(range(M.n)) if elements is None else [check_element(e, M.n) for e in elements]
     if len(set(els)) != len(els): raise FairMatroidError("elements to partition must be distinct")
     for s in els:
-        if not M.state().can_add(s): raise LoopError(f"element {s} is a loop: no partition into independent sets exists")
+        if not M.state().can_add(s):
+            raise LoopError(f"element {s} is a loop: no partition into independent sets exists")
     r = M.rank(els)
     k0 = -(-len(els) // r) if r else 0                 # ⌈|E|/r(E)⌉ <= α: start with that many sets
     states, where, cert = [M.state() for _ in range(k0)], {}, (list(els) if k0 else [])
@@ -76,7 +79,10 @@ def matroid_partition(M: Matroid,                  # a matroid (any class with c
         L = _augment(states, where, s) if states else [s]
         if L is not None:                              # |L| = k r(L) + 1: k sets do not suffice (certificate)
             cert = L
-            st = M.state(); st.add(s); states.append(st); where[s] = len(states) - 1
+            st = M.state()
+            st.add(s)
+            states.append(st)
+            where[s] = len(states) - 1
     blocks = [list(st.elements) for st in states]
     return MatroidPartition(blocks, cert, M.rank(cert) if cert else 0)
 
@@ -88,7 +94,8 @@ def arboricity(M: Matroid, elements=None) -> int:
 def _feasible_masks(M: Matroid) -> np.ndarray:
     n = M.n
     if n > 14: raise FairMatroidError(f"brute force needs n <= 14 elements, got {n}")
-    ok = np.zeros(1 << n, dtype=bool); ok[0] = True
+    ok = np.zeros(1 << n, dtype=bool)
+    ok[0] = True
     for mask in range(1, 1 << n):                  # downward closed: mask ok iff (mask − top) ok and it is independent
         top = mask.bit_length() - 1
         if ok[mask ^ (1 << top)]: ok[mask] = M.is_independent([i for i in range(n) if mask >> i & 1])
@@ -113,9 +120,12 @@ def min_partition_bruteforce(M: Matroid) -> int:
     ok, n = _feasible_masks(M), M.n
     if n and not all(ok[1 << i] for i in range(n)): raise LoopError("a loop cannot be covered by independent sets")
     full, INF = (1 << n) - 1, 10 ** 9
-    f = [INF] * (1 << n); f[0] = 0
+    f = [INF] * (1 << n)
+    f[0] = 0
     for mask in range(1, full + 1):
-        low = mask & -mask; rest = mask ^ low; sub = rest
+        low = mask & -mask
+        rest = mask ^ low
+        sub = rest
         while True:                                # every feasible s ⊆ mask that contains the lowest element
             s = sub | low
             if ok[s] and f[mask ^ s] + 1 < f[mask]: f[mask] = f[mask ^ s] + 1
@@ -142,17 +152,21 @@ def random_tiny_matroid(kind: str,                     # graphic | uniform | par
                         n: int = 8) -> Matroid:
     "A random small matroid of the given kind without loops (for brute-force tests)."
     if kind == "graphic":
-        nv = int(rng.integers(3, 6)); E = []
+        nv = int(rng.integers(3, 6))
+        E = []
         while len(E) < n:
             u, v = rng.integers(0, nv, 2)
             if u != v: E.append((int(u), int(v)))
         return GraphicMatroid(E, n_vertices=nv)
     if kind == "uniform": return UniformMatroid(n, int(rng.integers(1, n)))
     if kind == "partition":
-        nb = int(rng.integers(1, 4)); b = rng.integers(0, nb, n); b[:nb] = np.arange(nb)
+        nb = int(rng.integers(1, 4))
+        b = rng.integers(0, nb, n)
+        b[:nb] = np.arange(nb)
         return PartitionMatroid(b, rng.integers(1, 4, nb))
     if kind == "laminar":
-        perm = rng.permutation(n); cut = sorted(rng.choice(np.arange(1, n), 2, replace=False))
+        perm = rng.permutation(n)
+        cut = sorted(rng.choice(np.arange(1, n), 2, replace=False))
         A, B = perm[:cut[0]].tolist(), perm[cut[0]:cut[1]].tolist()
         sets = [list(range(n)), A + B, A, B[: max(1, len(B) // 2)]]
         caps = [int(rng.integers(2, 5)), int(rng.integers(1, 4)), int(rng.integers(1, 3)), 1]
@@ -171,7 +185,9 @@ def _peel(edges, n_vertices):
     nv = max(int(E.max()) + 1 if len(E) else 0, n_vertices or 0)
     E = E[E[:, 0] != E[:, 1]]
     adj = [[] for _ in range(nv)]
-    for u, v in E.tolist(): adj[u].append(v); adj[v].append(u)
+    for u, v in E.tolist():
+        adj[u].append(v)
+        adj[v].append(u)
     deg = [len(a) for a in adj]
     buckets = [set() for _ in range(max(deg + [0]) + 1)]
     for v in range(nv): buckets[deg[v]].add(v)
@@ -179,10 +195,16 @@ def _peel(edges, n_vertices):
     for _ in range(nv):
         low = max(0, low - 1)
         while not buckets[low]: low += 1
-        v = buckets[low].pop(); removed[v] = True; order.append(v); d = max(d, low); core[v] = d
+        v = buckets[low].pop()
+        removed[v] = True
+        order.append(v)
+        d = max(d, low)
+        core[v] = d
         for w in adj[v]:
             if not removed[w]:
-                buckets[deg[w]].discard(w); deg[w] -= 1; buckets[deg[w]].add(w)
+                buckets[deg[w]].discard(w)
+                deg[w] -= 1
+                buckets[deg[w]].add(w)
                 if deg[w] < low: low = deg[w]
     return order, core
 
@@ -200,7 +222,9 @@ def core_numbers(edges, n_vertices: int | None = None) -> np.ndarray:
 def earlier_neighbours(edges, order) -> np.ndarray:
     "For each vertex, the number of edges to vertices earlier in `order` (loops ignored)."
     order = np.asarray(order, dtype=np.int64)                    # [] (an empty graph) has dtype float otherwise
-    E = _as_edges(edges); pos = np.empty(len(order), dtype=np.int64); pos[order] = np.arange(len(order))
+    E = _as_edges(edges)
+    pos = np.empty(len(order), dtype=np.int64)
+    pos[order] = np.arange(len(order))
     E = E[E[:, 0] != E[:, 1]]
     later = np.where(pos[E[:, 0]] > pos[E[:, 1]], E[:, 0], E[:, 1])
     return np.bincount(later, minlength=len(order))

@@ -25,7 +25,8 @@ __all__ = ['NaiveGraphicState', 'NaiveGraphicMatroid', 'benchmark_table', 'main'
 class NaiveGraphicState(IndepState):
     "A forest answering `can_add` by a fresh BFS in its own edges (no union–find): the naive baseline."
     def __init__(self, M):
-        super().__init__(M); self.adj = {}
+        super().__init__(M)
+        self.adj = {}
     def can_add(self, e: int) -> bool:
         u, v = self.M.endpoints(e)
         if u == v: return False
@@ -34,11 +35,16 @@ class NaiveGraphicState(IndepState):
             x = q.popleft()
             for y in self.adj.get(x, ()):
                 if y == v: return False
-                if y not in seen: seen.add(y); q.append(y)
+                if y not in seen:
+                    seen.add(y)
+                    q.append(y)
         return True
     def add(self, e: int):
-        u, v = self.M.endpoints(e); self.elements.append(e); self._in.add(e)
-        self.adj.setdefault(u, []).append(v); self.adj.setdefault(v, []).append(u)
+        u, v = self.M.endpoints(e)
+        self.elements.append(e)
+        self._in.add(e)
+        self.adj.setdefault(u, []).append(v)
+        self.adj.setdefault(v, []).append(u)
 
 class NaiveGraphicMatroid(GraphicMatroid):
     "The same graphic matroid with the naive search-based oracle."
@@ -46,7 +52,9 @@ class NaiveGraphicMatroid(GraphicMatroid):
 
 # %% ../../nbs/p10_fair_matroid/08_benchmark.ipynb #49ef6244
 def _time_run(alg, order, rng) -> tuple[float, object]:
-    t = time.perf_counter(); run = alg.run(order, rng); return time.perf_counter() - t, run
+    t = time.perf_counter()
+    run = alg.run(order, rng)
+    return time.perf_counter() - t, run
 
 def benchmark_table(elements: int = 100_000,     # target number of elements per instance
                     seed: int = 0,
@@ -56,59 +64,82 @@ def benchmark_table(elements: int = 100_000,     # target number of elements per
                     progress: bool = False,
                    ) -> pd.DataFrame:
     "Wall-clock time and elements/s of one online pass of every algorithm."
-    rng = np.random.default_rng(seed); rows = []
+    rng = np.random.default_rng(seed)
+    rows = []
     def add(name, matroid, n, secs, note=""):
         rows.append(dict(algorithm=name, matroid=matroid, elements=n, seconds=secs,
                          elements_per_s=n / secs if secs > 0 else float("inf"), note=note))
         if progress: print(f"  {name:<40s} {n:>8d} elements {secs:8.3f} s", flush=True)
     # Algorithm 1, graphic: union of 5 spanning trees
-    alpha = 5; nv = elements // alpha + 1
-    E = tree_union(nv, alpha, rng); G = GraphicMatroid(E); order = order_random(G.n, rng)
+    alpha = 5
+    nv = elements // alpha + 1
+    E = tree_union(nv, alpha, rng)
+    G = GraphicMatroid(E)
+    order = order_random(G.n, rng)
     a1 = GreedyColouring(G, alpha=alpha, k=nv - 1)
     secs, run = _time_run(a1, order, rng)
     S = colouring_summary(a1, order)                             # exact: E|S| and P(S = ∅) over r ~ U{1..m}
     add("Algorithm 1 (union-find)", "graphic", G.n, secs, f"m = {a1.m} colours, {int(run.colours.max())} used: exactly "
         f"1/m-fair, but E|S| = {S['expected_size']:.0f} of {G.n} and P(accept nothing) = {S['p_empty']:.2f}")
-    nvn = naive_elements // alpha + 1; En = tree_union(nvn, alpha, rng); on = order_random(len(En), rng)
+    nvn = naive_elements // alpha + 1
+    En = tree_union(nvn, alpha, rng)
+    on = order_random(len(En), rng)
     t_fast, _ = _time_run(GreedyColouring(GraphicMatroid(En), alpha=alpha, k=nvn - 1), on, rng)
     t_naive, _ = _time_run(GreedyColouring(NaiveGraphicMatroid(En), alpha=alpha, k=nvn - 1), on, rng)
     add("Algorithm 1 (union-find), small instance", "graphic", len(En), t_fast)
     add("Algorithm 1 (naive BFS oracle), small instance", "graphic", len(En), t_naive,
         f"union-find is x{t_naive / t_fast:.1f} faster on this instance")
     # Oblivious wrapper around Algorithm 1
-    W = ObliviousWrapper(G, alg1_factory(G)); wr = np.random.default_rng(seed + 1)
+    W = ObliviousWrapper(G, alg1_factory(G))
+    wr = np.random.default_rng(seed + 1)
     while True:                                            # time a run whose l exceeds the colours needed
-        t = time.perf_counter(); run = W.run(order, wr); secs = time.perf_counter() - t
+        t = time.perf_counter()
+        run = W.run(order, wr)
+        secs = time.perf_counter() - t
         if run.l is not None and run.l >= int(a1.colouring(order).max()): break
     add("Oblivious wrapper (Thm 8) + Algorithm 1", "graphic", G.n, secs, f"drawn l = {run.l}")
     # Algorithm 3, random order
-    a3 = alg3_for_alpha(G, alpha); perm = rng.permutation(G.n)
+    a3 = alg3_for_alpha(G, alpha)
+    perm = rng.permutation(G.n)
     secs, _ = _time_run(a3, perm, rng)
     add("Algorithm 3 (online run)", "graphic", G.n, secs, f"d = {a3.sampler.d}")
     t = time.perf_counter()
-    sizes = rng.multinomial(G.n, list(a3.sampler.probs) + [a3.sampler.q]); a3.sampler.accept_from_split(perm, sizes)
+    sizes = rng.multinomial(G.n, list(a3.sampler.probs) + [a3.sampler.q])
+    a3.sampler.accept_from_split(perm, sizes)
     add("Algorithm 3 (vectorised Monte-Carlo path)", "graphic", G.n, time.perf_counter() - t)
     # other matroids
-    L = random_laminar(elements, 4, rng, depth=4, branching=6); o = order_random(L.n, rng)
+    L = random_laminar(elements, 4, rng, depth=4, branching=6)
+    o = order_random(L.n, rng)
     secs, _ = _time_run(LaminarColouring(L, L.alpha_lower()), o, rng)
     add("Algorithm 2", "laminar", L.n, secs, f"alpha' = {L.alpha_lower()}")
     secs, _ = _time_run(GreedyColouring(L, alpha=L.alpha_lower() + 2, k=L.rank()), o, rng)
     add("Algorithm 1", "laminar", L.n, secs)
-    P = random_partition(elements // 7, rng); o = order_random(P.n, rng)
-    secs, _ = _time_run(GreedyColouring(P, alpha=4, k=P.rank()), o, rng); add("Algorithm 1", "partition", P.n, secs)
-    U = UniformMatroid(elements, elements // 8); o = order_random(U.n, rng)
-    secs, _ = _time_run(UniformRoundRobin(U, 8), o, rng); add("Uniform round-robin (App. C.10)", "uniform", U.n, secs)
-    secs, _ = _time_run(GreedyColouring(U, alpha=8, k=U.k), o, rng); add("Algorithm 1", "uniform", U.n, secs)
-    r, ab = gf2_rank, 8; Vb = gf2_union_of_bases(ab, r, rng); o = order_random(Vb.n, rng)
+    P = random_partition(elements // 7, rng)
+    o = order_random(P.n, rng)
+    secs, _ = _time_run(GreedyColouring(P, alpha=4, k=P.rank()), o, rng)
+    add("Algorithm 1", "partition", P.n, secs)
+    U = UniformMatroid(elements, elements // 8)
+    o = order_random(U.n, rng)
+    secs, _ = _time_run(UniformRoundRobin(U, 8), o, rng)
+    add("Uniform round-robin (App. C.10)", "uniform", U.n, secs)
+    secs, _ = _time_run(GreedyColouring(U, alpha=8, k=U.k), o, rng)
+    add("Algorithm 1", "uniform", U.n, secs)
+    r, ab = gf2_rank, 8
+    Vb = gf2_union_of_bases(ab, r, rng)
+    o = order_random(Vb.n, rng)
     secs, _ = _time_run(GreedyColouring(Vb, alpha=ab, k=r), o, rng)
     add("Algorithm 1", f"GF(2), rank {r}, 8 bases", Vb.n, secs, "O(r) bitset XORs per query")
-    side = int(np.sqrt(elements / 0.02)); Mb = MatchingMatchoid(random_bipartite(side, side, 0.02, rng))
+    side = int(np.sqrt(elements / 0.02))
+    Mb = MatchingMatchoid(random_bipartite(side, side, 0.02, rng))
     o = order_random(Mb.n, rng)
     secs, _ = _time_run(MatchoidGreedyColouring(Mb, beta=Mb.max_degree(), k=side), o, rng)
     add("Algorithm 4", "matchings (2-matchoid)", Mb.n, secs, f"Delta = {Mb.max_degree()}")
     # offline baseline: Edmonds' partition
-    nv2 = partition_elements // alpha + 1; G2 = GraphicMatroid(tree_union(nv2, alpha, rng))
-    t = time.perf_counter(); OfflineBaseline(G2); add("Offline baseline (Edmonds' partition)", "graphic", G2.n,
+    nv2 = partition_elements // alpha + 1
+    G2 = GraphicMatroid(tree_union(nv2, alpha, rng))
+    t = time.perf_counter()
+    OfflineBaseline(G2)
+    add("Offline baseline (Edmonds' partition)", "graphic", G2.n,
                                                      time.perf_counter() - t)
     return pd.DataFrame(rows)
 

@@ -39,7 +39,9 @@ def alg4_num_colours(beta: float,   # optimal offline fairness β (or any value 
 class GreedyColourer(Colourer):
     "First-fit: the least j <= m with A_j ∪ {e} independent (feasible, for a matchoid)."
     def __init__(self, alg, report):
-        super().__init__(alg, report); self.A = []                # A_1..A_m, created on first use
+        # A_1..A_m, created on first use
+        super().__init__(alg, report)
+        self.A = []
     def colour(self, e: int) -> int:
         A, m = self.A, self.alg.m
         for j in range(m):
@@ -50,7 +52,7 @@ class GreedyColourer(Colourer):
                     self.report("k_exceeded", e, f"colour class {j + 1} has {len(A[j])} independent elements, so the "
                                 f"rank exceeds k = {self.alg.k}: k is below its true value")
                 return j + 1
-        if self.M.is_loop(e):                                    # no colour can ever hold a loop: not a parameter problem
+        if self.M.is_loop(e):                                  # no colour can ever hold a loop: not a parameter problem
             raise LoopError(f"element {e} is a loop (in no independent set): no algorithm can accept it, so no "
                             "fair algorithm exists (arboricity is infinite); remove loops first")
         self.report("overflow", e, f"no colour among m = {m} fits element {e}: a knowledge parameter "
@@ -104,7 +106,9 @@ class MatchoidGreedyColouring(GreedyColouring):
                  m: int | None = None,          # or: the number of colours directly
                  guard: str = "reject", on_problem: str = "report"):
         if not isinstance(matchoid, Matchoid): raise FairMatroidError("Algorithm 4 needs a Matchoid")
-        if m is not None: super().__init__(matchoid, m=m, k=k, guard=guard, on_problem=on_problem); self.beta = None
+        if m is not None:
+            super().__init__(matchoid, m=m, k=k, guard=guard, on_problem=on_problem)
+            self.beta = None
         else:
             if beta is None or k is None: raise FairMatroidError("Algorithm 4 needs beta and k (or m)")
             super().__init__(matchoid, m=alg4_num_colours(beta, p or max(matchoid.p, 1), k), k=k, guard=guard,
@@ -115,9 +119,12 @@ class MatchoidGreedyColouring(GreedyColouring):
 
 # %% ../../nbs/p10_fair_matroid/04_greedy.ipynb #2479f68d
 class _RoundRobinColourer(Colourer):
-    def __init__(self, alg, report): super().__init__(alg, report); self.i = 0
+    def __init__(self, alg, report):
+        super().__init__(alg, report)
+        self.i = 0
     def colour(self, e: int) -> int:
-        i, a = self.i, self.alg.alpha; self.i += 1
+        i, a = self.i, self.alg.alpha
+        self.i += 1
         if i == a * self.M.k:                                    # more than α k arrivals: α < ⌈n/k⌉
             self.report("alpha_exceeded", e, f"{i + 1} arrivals exceed alpha * k = {a * self.M.k}: alpha={a} is "
                         "below its true value ⌈n/k⌉")
@@ -128,9 +135,11 @@ class UniformRoundRobin(ColouringAlgorithm):
     def __init__(self, matroid: UniformMatroid,   # a uniform matroid U(k, n)
                  alpha: int,                      # α = ⌈n/k⌉ (or an upper bound)
                  guard: str = "reject", on_problem: str = "report"):
-        if not isinstance(matroid, UniformMatroid): raise FairMatroidError("the round-robin is for uniform matroids only")
+        if not isinstance(matroid, UniformMatroid):
+            raise FairMatroidError("the round-robin is for uniform matroids only")
         if matroid.k < 1: raise FairMatroidError("U(0, n) has only loops: no fair algorithm exists")
-        super().__init__(matroid, guard, on_problem); self.alpha = self.m = _pos_int(alpha, "alpha")
+        super().__init__(matroid, guard, on_problem)
+        self.alpha = self.m = _pos_int(alpha, "alpha")
     def colourer(self, report): return _RoundRobinColourer(self, report)
 
 # %% ../../nbs/p10_fair_matroid/04_greedy.ipynb #1e2ec7c7

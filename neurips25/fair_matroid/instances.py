@@ -39,7 +39,8 @@ def tree_union(n_vertices: int,             # n >= 2 vertices
     "Union of α edge-disjoint random spanning trees (random recursive trees), edges in insertion order, tree by tree."
     n = int(n_vertices)
     if n < 2 or alpha < 1: raise FairMatroidError(f"need n_vertices >= 2 and alpha >= 1, got {n}, {alpha}")
-    if 2 * alpha > n: raise FairMatroidError(f"alpha={alpha} edge-disjoint spanning trees need n >= 2 alpha (K_n has α = ⌈n/2⌉)")
+    if 2 * alpha > n:
+        raise FairMatroidError(f"alpha={alpha} edge-disjoint spanning trees need n >= 2 alpha (K_n has α = ⌈n/2⌉)")
     used, out = set(), []
     for _ in range(alpha):
         for attempt in range(1000):                  # a fresh permutation if some early vertex has no free edge
@@ -64,7 +65,8 @@ def complete_graph(n: int) -> np.ndarray:
 def gnp_graph(n: int, p: float, rng: np.random.Generator) -> np.ndarray:
     "Edges of an Erdős–Rényi G(n, p) graph."
     if not 0 <= p <= 1: raise FairMatroidError(f"p must be in [0, 1], got {p}")
-    i, j = np.triu_indices(n, 1); keep = rng.random(len(i)) < p
+    i, j = np.triu_indices(n, 1)
+    keep = rng.random(len(i)) < p
     return np.c_[i[keep], j[keep]].astype(np.int64)
 
 def series_parallel_adversary(levels: int,   # recursion depth j >= 1: rank k = 2^(j-1)
@@ -77,8 +79,11 @@ def series_parallel_adversary(levels: int,   # recursion depth j >= 1: rank k = 
     edges, nxt = [], [2]
     def build(j, x, y):
         if j > 1:
-            w = nxt[0]; nxt[0] += 1
-            build(j - 1, x, w); build(j - 1, w, y)       # x ~ w ~ y connected in colours 1..(j-1)t
+            w = nxt[0]
+            nxt[0] += 1
+            # x ~ w ~ y connected in colours 1..(j-1)t
+            build(j - 1, x, w)
+            build(j - 1, w, y)
         edges.extend([(x, y)] * t)                       # so these t edges get colours (j-1)t+1 .. jt
     build(levels, 0, 1)
     return np.array(edges, dtype=np.int64)
@@ -92,10 +97,12 @@ def random_laminar(n: int, alpha: int, rng: np.random.Generator, depth: int = 3,
     def split(S, lvl):
         sets.append(S)
         if lvl == depth or len(S) < 2: return
-        S = list(rng.permutation(S)); cuts = np.sort(rng.choice(np.arange(1, len(S)), min(branching, len(S)) - 1, replace=False))
+        S = list(rng.permutation(S))
+        cuts = np.sort(rng.choice(np.arange(1, len(S)), min(branching, len(S)) - 1, replace=False))
         for part in np.split(np.array(S), cuts): split(sorted(part.tolist()), lvl + 1)
     split(list(range(n)), 0)
-    a = rng.integers(1, alpha + 1, len(sets)); a[int(np.argmax([len(S) for S in sets]))] = alpha
+    a = rng.integers(1, alpha + 1, len(sets))
+    a[int(np.argmax([len(S) for S in sets]))] = alpha
     caps = [max(1, -(-len(S) // int(aj))) for S, aj in zip(sets, a)]
     return LaminarMatroid(n, sets, caps, name=name)
 
@@ -110,16 +117,20 @@ def admissions_laminar(n_counties: int = 3, regions: int = 3, per_region: int = 
     sets, caps = [list(range(n))], [total_cap]
     for c in range(n_counties):
         base = c * regions * per_region
-        sets.append(list(range(base, base + regions * per_region))); caps.append(county_cap)
+        sets.append(list(range(base, base + regions * per_region)))
+        caps.append(county_cap)
         for r in range(regions):
-            sets.append(list(range(base + r * per_region, base + (r + 1) * per_region))); caps.append(region_cap)
+            sets.append(list(range(base + r * per_region, base + (r + 1) * per_region)))
+            caps.append(region_cap)
     return LaminarMatroid(n, sets, caps, name=name)
 
 def random_partition(n_blocks: int, rng: np.random.Generator, size=(2, 12), cap=(1, 4),
                      name: str = "partition") -> PartitionMatroid:
     "A partition matroid with random block sizes and caps."
     sizes = rng.integers(size[0], size[1] + 1, n_blocks)
-    return PartitionMatroid(np.repeat(np.arange(n_blocks), sizes), rng.integers(cap[0], cap[1] + 1, n_blocks), name=name)
+    return PartitionMatroid(
+        np.repeat(np.arange(n_blocks), sizes), rng.integers(cap[0], cap[1] + 1, n_blocks), name=name
+    )
 
 def _random_bitsets(count: int, r: int, rng: np.random.Generator) -> list[int]:
     "count uniformly random nonzero vectors of GF(2)^r as Python-int bitsets (any r)."
@@ -151,7 +162,8 @@ def check_order(order, n: int) -> np.ndarray:
     "Validate that `order` is a permutation of 0..n-1; return it as an int array."
     o = np.asarray(order)
     if o.ndim == 1 and o.size == 0: o = o.astype(np.int64)     # [] is the order of an empty ground set, whatever dtype
-    if o.ndim != 1 or o.dtype.kind not in "iu": raise FairMatroidError(f"an order must be a 1-D int array, got {o.dtype} {o.shape}")
+    if o.ndim != 1 or o.dtype.kind not in "iu":
+        raise FairMatroidError(f"an order must be a 1-D int array, got {o.dtype} {o.shape}")
     if len(o) != n or not np.array_equal(np.sort(o), np.arange(n)):
         raise FairMatroidError(f"an order must be a permutation of the {n} element ids")
     return o.astype(np.int64)
@@ -164,31 +176,40 @@ def _edge_order_traversal(edges, n_vertices, start, dfs: bool) -> np.ndarray:
     E = _as_edges(edges)
     if len(E) == 0: return np.zeros(0, dtype=np.int64)           # an empty graph: the empty order
     adj = [[] for _ in range(n_vertices)]
-    for i, (u, v) in enumerate(E.tolist()): adj[u].append(i); adj[v].append(i)
+    for i, (u, v) in enumerate(E.tolist()):
+        adj[u].append(i)
+        adj[v].append(i)
     seen_v, seen_e, out = [False] * n_vertices, [False] * len(E), []
     for root in [start] + list(range(n_vertices)):
         if seen_v[root]: continue
-        seen_v[root] = True; frontier = deque([root])
+        seen_v[root] = True
+        frontier = deque([root])
         while frontier:
             x = frontier.pop() if dfs else frontier.popleft()
             for i in adj[x]:                           # emit every not-yet-emitted edge at the visited vertex
                 if seen_e[i]: continue
-                seen_e[i] = True; out.append(i)
+                seen_e[i] = True
+                out.append(i)
                 y = E[i, 0] + E[i, 1] - x
-                if not seen_v[y]: seen_v[y] = True; frontier.append(int(y))
+                if not seen_v[y]:
+                    seen_v[y] = True
+                    frontier.append(int(y))
     return np.array(out, dtype=np.int64)
 
 def order_bfs(edges, n_vertices: int | None = None, start: int = 0) -> np.ndarray:
     "Edges in breadth-first order from `start` (all edges at a vertex when it is visited)."
-    E = _as_edges(edges); return _edge_order_traversal(E, n_vertices or (int(E.max()) + 1 if len(E) else 0), start, dfs=False)
+    E = _as_edges(edges)
+    return _edge_order_traversal(E, n_vertices or (int(E.max()) + 1 if len(E) else 0), start, dfs=False)
 
 def order_dfs(edges, n_vertices: int | None = None, start: int = 0) -> np.ndarray:
     "Edges in depth-first (stack) order from `start`."
-    E = _as_edges(edges); return _edge_order_traversal(E, n_vertices or (int(E.max()) + 1 if len(E) else 0), start, dfs=True)
+    E = _as_edges(edges)
+    return _edge_order_traversal(E, n_vertices or (int(E.max()) + 1 if len(E) else 0), start, dfs=True)
 
 def order_degree(edges) -> np.ndarray:
     "Edges sorted by decreasing deg(u) + deg(v) (hubs first); stable in edge id."
-    E = _as_edges(edges); deg = np.bincount(E.ravel())
+    E = _as_edges(edges)
+    deg = np.bincount(E.ravel())
     return np.argsort(-(deg[E[:, 0]] + deg[E[:, 1]]), kind="stable").astype(np.int64)
 
 def order_core_first(edges) -> np.ndarray:
@@ -213,7 +234,10 @@ def order_max_colour(M: Matroid, max_colours: int | None = None) -> np.ndarray:
             colour[e] = c
             if c > best_c: best, best_c = e, c
         if best_c == len(states):
-            if max_colours is not None and best_c >= max_colours: raise FairMatroidError("more colours than max_colours")
+            if max_colours is not None and best_c >= max_colours:
+                raise FairMatroidError("more colours than max_colours")
             states.append(M.state())
-        states[best_c].add(best); remaining.discard(best); out.append(best)
+        states[best_c].add(best)
+        remaining.discard(best)
+        out.append(best)
     return np.array(out, dtype=np.int64)

@@ -29,11 +29,13 @@ class LaminarColourer(Colourer):
         x = left
         for _ in range(a - 1):
             if x is None: break
-            used.add(self.col[x]); x = self.prev[x]
+            used.add(self.col[x])
+            x = self.prev[x]
         x = right
         for _ in range(a - 1):
             if x is None: break
-            used.add(self.col[x]); x = self.next[x]
+            used.add(self.col[x])
+            x = self.next[x]
         return used
     def _least_free(self, used) -> int:
         return next(c for c in range(1, self.alg.m + 1) if c not in used)   # exists: |used| <= 2α−2 < 2α−1
@@ -65,7 +67,9 @@ class LaminarColourer(Colourer):
     def order(self) -> list[int]:
         "The current list T, head to tail."
         out, x = [], self.head
-        while x is not None: out.append(x); x = self.next[x]
+        while x is not None:
+            out.append(x)
+            x = self.next[x]
         return out
 
 class LaminarColouring(ColouringAlgorithm):
@@ -77,13 +81,16 @@ class LaminarColouring(ColouringAlgorithm):
         if isinstance(alpha, bool) or not isinstance(alpha, (int, np.integer)) or alpha < 1:
             raise FairMatroidError(f"alpha must be an integer >= 1, got {alpha!r}")
         super().__init__(matroid, guard, on_problem)
-        self.alpha = int(alpha); self.m = 2 * self.alpha - 1
+        self.alpha = int(alpha)
+        self.m = 2 * self.alpha - 1
     def colourer(self, report) -> LaminarColourer: return LaminarColourer(self, report)
 
 # %% ../../nbs/p10_fair_matroid/05_laminar.ipynb #092f2f35
 def check_laminar_invariants(col: LaminarColourer) -> None:
     "Assert Lemmas 7–9 on the current state of Algorithm 2 (contiguity, distinct windows, caps per colour)."
-    T = col.order(); pos = {e: i for i, e in enumerate(T)}; M, a = col.M, col.alg.alpha
+    T = col.order()
+    pos = {e: i for i, e in enumerate(T)}
+    M, a = col.M, col.alg.alpha
     for j, S in enumerate(M.sets):
         P = sorted(pos[e] for e in S if e in pos)
         if P and P[-1] - P[0] + 1 != len(P): raise AssertionError(f"L7: S_{j} is not contiguous in T")
@@ -102,8 +109,11 @@ def as_laminar(M) -> LaminarMatroid:
     "A uniform or partition matroid written as a laminar matroid (one set; disjoint blocks)."
     if isinstance(M, UniformMatroid): return LaminarMatroid(M.n, [list(range(M.n))], [M.k], name=M.name)
     if isinstance(M, PartitionMatroid):
-        b = np.asarray(M.blocks); keep = [i for i, c in enumerate(M.caps) if (b == i).any()]
-        return LaminarMatroid(M.n, [np.flatnonzero(b == i).tolist() for i in keep], [M.caps[i] for i in keep], name=M.name)
+        b = np.asarray(M.blocks)
+        keep = [i for i, c in enumerate(M.caps) if (b == i).any()]
+        return LaminarMatroid(
+            M.n, [np.flatnonzero(b == i).tolist() for i in keep], [M.caps[i] for i in keep], name=M.name
+        )
     raise FairMatroidError(f"cannot write {type(M).__name__} as a laminar matroid")
 
 def order_max_colour_laminar(alg: LaminarColouring) -> np.ndarray:
@@ -111,5 +121,7 @@ def order_max_colour_laminar(alg: LaminarColouring) -> np.ndarray:
     col, remaining, out = alg.colourer(lambda *a: None), set(range(alg.matroid.n)), []
     while remaining:
         e = max(sorted(remaining), key=col.peek)               # highest colour, ties: lowest id
-        col.colour(e); remaining.discard(e); out.append(e)
+        col.colour(e)
+        remaining.discard(e)
+        out.append(e)
     return np.array(out, dtype=np.int64)

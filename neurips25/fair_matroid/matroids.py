@@ -61,7 +61,9 @@ class IndepState:
         return e not in self._in and self.M.is_independent(self.elements + [e])
     def add(self, e: int):
         "A ← A ∪ {e} (the caller has checked `can_add`)."
-        self.elements.append(e); self._in.add(e); self._added(e)
+        self.elements.append(e)
+        self._in.add(e)
+        self._added(e)
     def _added(self, e): pass
     def circuit(self, e: int) -> list[int]:
         "Fundamental circuit of e in A, without e: the y ∈ A with A − y + e independent ([] for a loop)."
@@ -71,7 +73,8 @@ class IndepState:
         "A ← A − remove + add, where the result is independent and spans the same set (matroid-partition swaps)."
         rm = set(remove)
         self.elements = [x for x in self.elements if x not in rm] + list(add)
-        self._in = set(self.elements); self._rebuild()
+        self._in = set(self.elements)
+        self._rebuild()
     def _rebuild(self): pass
     def copy(self) -> "IndepState":
         "An independent copy of this state."
@@ -122,14 +125,17 @@ class UnionFind:
     def find(self, x: int) -> int:
         p = self.parent
         while p[x] != x:
-            p[x] = p[p[x]]; x = p[x]                 # path halving
+            # path halving
+            p[x] = p[p[x]]
+            x = p[x]
         return x
     def union(self, a: int, b: int) -> bool:
         "Merge the sets of a and b; False if they were already one set."
         a, b = self.find(a), self.find(b)
         if a == b: return False
         if self.size[a] < self.size[b]: a, b = b, a
-        self.parent[b] = a; self.size[a] += self.size[b]
+        self.parent[b] = a
+        self.size[a] += self.size[b]
         return True
     def connected(self, a: int, b: int) -> bool: return self.find(a) == self.find(b)
 
@@ -150,7 +156,9 @@ def _as_edges(edges) -> np.ndarray:
 class GraphicState(IndepState):
     "A forest: a union–find for `can_add`, and (built lazily, for circuits) a rooted forest of parent pointers."
     def __init__(self, M: "GraphicMatroid"):
-        super().__init__(M); self.uf = UnionFind(M.n_vertices); self._par = None
+        super().__init__(M)
+        self.uf = UnionFind(M.n_vertices)
+        self._par = None
         self._u, self._v = M._ul, M._vl
     def can_add(self, e: int) -> bool:
         find = self.uf.find
@@ -159,8 +167,11 @@ class GraphicState(IndepState):
         u, v = self._u[e], self._v[e]
         if self._par is not None:                                # link: re-root the smaller tree at its endpoint
             if self.uf.size[self.uf.find(u)] > self.uf.size[self.uf.find(v)]: u, v = v, u
-            self._reroot(u); self._par[u] = (v, e)
-        self.elements.append(e); self._in.add(e); self.uf.union(u, v)
+            self._reroot(u)
+            self._par[u] = (v, e)
+        self.elements.append(e)
+        self._in.add(e)
+        self.uf.union(u, v)
     def _reroot(self, x):
         "Make x the root of its tree by reversing the parent pointers on the path x -> root."
         par, prev = self._par, None
@@ -175,15 +186,20 @@ class GraphicState(IndepState):
         adj = {}
         for e in self.elements:
             u, v = self._u[e], self._v[e]
-            adj.setdefault(u, []).append((v, e)); adj.setdefault(v, []).append((u, e))
+            adj.setdefault(u, []).append((v, e))
+            adj.setdefault(v, []).append((u, e))
         self._par, seen = {}, set()
         for r in adj:
             if r in seen: continue
-            seen.add(r); q = deque([r])
+            seen.add(r)
+            q = deque([r])
             while q:
                 x = q.popleft()
                 for y, e in adj[x]:
-                    if y not in seen: seen.add(y); self._par[y] = (x, e); q.append(y)
+                    if y not in seen:
+                        seen.add(y)
+                        self._par[y] = (x, e)
+                        q.append(y)
     def _root_path(self, x):
         "Vertices from x up to its root, with the edge to each parent."
         out, par = [], self._par
@@ -198,32 +214,41 @@ class GraphicState(IndepState):
         if u == v: return []                                     # a self-loop is a circuit on its own
         if self.can_add(e): raise ValueError(f"A + {e} is a forest: no circuit")
         if self._par is None: self._build()
-        up = self._root_path(u); idx = {x: i for i, (x, _) in enumerate(up)}
+        up = self._root_path(u)
+        idx = {x: i for i, (x, _) in enumerate(up)}
         path, x, par = [], v, self._par
         while x not in idx:                                      # climb from v to the lowest common ancestor
-            nxt = par[x]; path.append(nxt[1]); x = nxt[0]
+            nxt = par[x]
+            path.append(nxt[1])
+            x = nxt[0]
         return path + [pe for _, pe in up[:idx[x]]]              # ... and from u up to it
     def exchange(self, remove, add):
         "Span-preserving swaps (Edmonds): components, hence the union–find, do not change."
         remove, add = list(remove), list(add)
         rm = set(remove)
-        self.elements = [x for x in self.elements if x not in rm] + add; self._in = set(self.elements)
+        self.elements = [x for x in self.elements if x not in rm] + add
+        self._in = set(self.elements)
         if self._par is None: return
-        if len(remove) != 1 or len(add) != 1: self._build(); return
+        if len(remove) != 1 or len(add) != 1:
+            self._build()
+            return
         y, x = remove[0], add[0]
         a, b = self._u[y], self._v[y]
         child = a if self._par.get(a, (None, None))[1] == y else b  # the endpoint whose parent edge is y
         del self._par[child]                                     # cut: child's subtree becomes its own tree
         c, d = self._u[x], self._v[x]
         if self._root_path(c)[-1][0] != child: c, d = d, c       # c: the endpoint inside the cut-off subtree
-        self._reroot(c); self._par[c] = (d, x)
+        self._reroot(c)
+        self._par[c] = (d, x)
 
 class GraphicMatroid(Matroid):
     "Forests of a multigraph given by its edge list (element i = edge i)."
     def __init__(self, edges,                        # (m, 2) integer vertex ids; parallel edges and self-loops allowed
                  n_vertices: int | None = None,      # number of vertices (default: max id + 1)
                  name: str = "graphic"):
-        self.edges = _as_edges(edges); self.n = len(self.edges); self.name = name
+        self.edges = _as_edges(edges)
+        self.n = len(self.edges)
+        self.name = name
         nv = int(self.edges.max()) + 1 if self.n else 0
         if n_vertices is not None:
             n_vertices = check_int(n_vertices, "n_vertices")
@@ -243,12 +268,14 @@ class GraphicMatroid(Matroid):
 class CountState(IndepState):
     "Independent set of a matroid defined by caps on a family of sets (uniform, partition, laminar)."
     def __init__(self, M):
-        super().__init__(M); self.cnt = [0] * len(M.caps)
+        super().__init__(M)
+        self.cnt = [0] * len(M.caps)
     def can_add(self, e: int) -> bool:
         cnt, caps = self.cnt, self.M.caps
         return e not in self._in and all(cnt[j] < caps[j] for j in self.M.sets_of(e))
     def add(self, e: int):
-        self.elements.append(e); self._in.add(e)
+        self.elements.append(e)
+        self._in.add(e)
         for j in self.M.sets_of(e): self.cnt[j] += 1
     def circuit(self, e: int) -> list[int]:
         "A ∩ S_j for the smallest tight set S_j containing e (|A ∩ S_j| = r_j)."
@@ -262,7 +289,8 @@ class CountState(IndepState):
             for j in self.M.sets_of(e): self.cnt[j] -= 1
         for e in add:
             for j in self.M.sets_of(e): self.cnt[j] += 1
-        self.elements = [x for x in self.elements if x not in rm] + list(add); self._in = set(self.elements)
+        self.elements = [x for x in self.elements if x not in rm] + list(add)
+        self._in = set(self.elements)
 
 class UniformMatroid(Matroid):
     "U(k, n): every set of at most k elements is independent."
@@ -281,7 +309,8 @@ class PartitionMatroid(Matroid):
     def __init__(self, blocks,        # block id of each element, shape (n,), ints in 0..n_blocks-1
                  caps,                # cap of each block, shape (n_blocks,), ints >= 0
                  name: str = "partition"):
-        b = np.asarray(blocks); c = np.asarray(caps)
+        b = np.asarray(blocks)
+        c = np.asarray(caps)
         if b.ndim != 1 or c.ndim != 1: raise FairMatroidError("blocks and caps must be 1-D")
         if b.size and (b.dtype.kind not in "iu" or b.min() < 0 or b.max() >= len(c)):
             raise FairMatroidError(f"block ids must be ints in 0..{len(c) - 1}")
@@ -333,20 +362,24 @@ class LaminarMatroid(Matroid):
 class GF2State(IndepState):
     "Linearly independent GF(2) vectors, with an echelon basis {pivot: (row, combination of A's elements)}."
     def __init__(self, M: "LinearMatroidGF2"):
-        super().__init__(M); self.rows = {}
+        super().__init__(M)
+        self.rows = {}
     def _reduce(self, e: int) -> tuple[int, int]:
         v, combo, rows = self.M.vectors[e], 0, self.rows
         while v:
             p = v.bit_length() - 1
             if p not in rows: break
-            rv, rc = rows[p]; v ^= rv; combo ^= rc
+            rv, rc = rows[p]
+            v ^= rv
+            combo ^= rc
         return v, combo
     def can_add(self, e: int) -> bool: return e not in self._in and self._reduce(e)[0] != 0
     def add(self, e: int):
         v, combo = self._reduce(e)
         if not v: raise ValueError(f"element {e} is in the span of A")
         self.rows[v.bit_length() - 1] = (v, combo | (1 << len(self.elements)))
-        self.elements.append(e); self._in.add(e)
+        self.elements.append(e)
+        self._in.add(e)
     def circuit(self, e: int) -> list[int]:
         v, combo = self._reduce(e)
         if v: raise ValueError(f"A + {e} is independent: no circuit")
@@ -377,11 +410,13 @@ class LinearMatroidGF2(Matroid):
 class MatchoidState(IndepState):
     "A feasible set of a matchoid: one state per constituent matroid."
     def __init__(self, M: "Matchoid"):
-        super().__init__(M); self.sub = [Mj.state() for _, Mj in M.constituents]
+        super().__init__(M)
+        self.sub = [Mj.state() for _, Mj in M.constituents]
     def can_add(self, e: int) -> bool:
         return e not in self._in and all(self.sub[j].can_add(loc) for j, loc in self.M.where[e])
     def add(self, e: int):
-        self.elements.append(e); self._in.add(e)
+        self.elements.append(e)
+        self._in.add(e)
         for j, loc in self.M.where[e]: self.sub[j].add(loc)
     def circuit(self, e): raise TypeError("a matchoid is not a matroid: no fundamental circuits")
     def exchange(self, remove, add): raise TypeError("a matchoid is not a matroid: no exchanges")
@@ -395,7 +430,8 @@ class Matchoid(Matroid):
         self.n, self.name, self.constituents, self.where = n, name, [], [[] for _ in range(n)]
         for j, (ids, Mj) in enumerate(constituents):
             ids = [check_element(e, self.n) for e in ids]
-            if len(ids) != Mj.n: raise FairMatroidError(f"constituent {j}: {len(ids)} ids for a matroid on {Mj.n} elements")
+            if len(ids) != Mj.n:
+                raise FairMatroidError(f"constituent {j}: {len(ids)} ids for a matroid on {Mj.n} elements")
             if len(set(ids)) != len(ids): raise FairMatroidError(f"constituent {j}: repeated universe ids")
             self.constituents.append((ids, Mj))
             for loc, e in enumerate(ids): self.where[e].append((j, loc))
@@ -412,11 +448,15 @@ class Matchoid(Matroid):
 class MatchingState(IndepState):
     "A matching: a 'used' flag per vertex."
     def __init__(self, M: "MatchingMatchoid"):
-        super().__init__(M); self.used = bytearray(M.n_vertices)
+        super().__init__(M)
+        self.used = bytearray(M.n_vertices)
     def can_add(self, e: int) -> bool:
         return not self.used[self.M._ul[e]] and not self.used[self.M._vl[e]]
     def add(self, e: int):
-        self.elements.append(e); self._in.add(e); self.used[self.M._ul[e]] = 1; self.used[self.M._vl[e]] = 1
+        self.elements.append(e)
+        self._in.add(e)
+        self.used[self.M._ul[e]] = 1
+        self.used[self.M._vl[e]] = 1
     def circuit(self, e): raise TypeError("a matchoid is not a matroid: no fundamental circuits")
     def exchange(self, remove, add): raise TypeError("a matchoid is not a matroid: no exchanges")
 
@@ -427,7 +467,9 @@ class MatchingMatchoid(Matchoid):
         if (E[:, 0] == E[:, 1]).any(): raise FairMatroidError("matchings: self-loops are not allowed")
         nv = max(int(E.max()) + 1 if len(E) else 0, n_vertices or 0)
         stars = [[] for _ in range(nv)]
-        for i, (u, v) in enumerate(E.tolist()): stars[u].append(i); stars[v].append(i)
+        for i, (u, v) in enumerate(E.tolist()):
+            stars[u].append(i)
+            stars[v].append(i)
         super().__init__(len(E), [(s, UniformMatroid(len(s), 1)) for s in stars if s], name=name)
         self.edges, self.n_vertices = E, nv
         self._ul, self._vl = E[:, 0].tolist(), E[:, 1].tolist()
@@ -436,7 +478,8 @@ class MatchingMatchoid(Matchoid):
         "ν: maximum matching size (networkx's blossom algorithm on the edges of S)."
         import networkx as nx
         S = range(self.n) if S is None else [check_element(e, self.n) for e in S]
-        H = nx.Graph(); H.add_edges_from((self._ul[e], self._vl[e]) for e in S)
+        H = nx.Graph()
+        H.add_edges_from((self._ul[e], self._vl[e]) for e in S)
         return len(nx.max_weight_matching(H, maxcardinality=True))
     def max_degree(self) -> int:
         "Δ: the largest vertex degree (= β = c_density = c_partition on bipartite graphs, by König)."

@@ -35,7 +35,8 @@ DEFAULT_L_MAX = 2 ** 20
 def _distribution(h: Callable, l_max: int) -> np.ndarray:
     l = np.arange(1, l_max + 2, dtype=float)
     hv = np.asarray(h(l), dtype=float)
-    if not np.isfinite(hv).all() or (hv <= 0).any(): raise FairMatroidError("h must be positive and finite on 1..l_max+1")
+    if not np.isfinite(hv).all() or (hv <= 0).any():
+        raise FairMatroidError("h must be positive and finite on 1..l_max+1")
     if (np.diff(hv) < -1e-12 * hv[1:]).any(): raise FairMatroidError("h must be nondecreasing (Def. 2)")
     P = l[:-1] * (1 / hv[:-1] - 1 / hv[1:])                        # P(l) = l (1/h(l) − 1/h(l+1))
     if P.sum() > 1 + 1e-9:
@@ -45,7 +46,8 @@ def _distribution(h: Callable, l_max: int) -> np.ndarray:
 
 def wrapper_distribution(h: Callable = h_paper, l_max: int = DEFAULT_L_MAX) -> np.ndarray:
     "P(l) for l = 1..l_max (index l-1); 1 − sum is the probability of accepting nothing (Thm 8)."
-    if not isinstance(l_max, (int, np.integer)) or l_max < 1: raise FairMatroidError(f"l_max must be an int >= 1, got {l_max!r}")
+    if not isinstance(l_max, (int, np.integer)) or l_max < 1:
+        raise FairMatroidError(f"l_max must be an int >= 1, got {l_max!r}")
     return _distribution(h, int(l_max))
 
 def wrapper_guarantee(f: int, c: float = 1.0, h: Callable = h_paper, l_max: int = DEFAULT_L_MAX) -> float:
@@ -70,7 +72,8 @@ class ObliviousWrapper(OnlineAlgorithm):
                  l_max: int = DEFAULT_L_MAX):                   # truncation of l
         super().__init__(matroid, guard="halt")
         self.factory, self.h, self.l_max = factory, h, int(l_max)
-        self.P = wrapper_distribution(h, self.l_max); self._cum = np.cumsum(self.P)
+        self.P = wrapper_distribution(h, self.l_max)
+        self._cum = np.cumsum(self.P)
     def sample_l(self, rng) -> int | None:
         "Draw l from P, or None with probability 1 − Σ P(l)."
         u = rng.random()
@@ -79,16 +82,19 @@ class ObliviousWrapper(OnlineAlgorithm):
     def start(self, rng, n=None) -> _WrapperRun: return _WrapperRun(self, rng, n)
     def fast_counts(self, order, R: int, rng) -> np.ndarray:
         "Acceptance counts over R runs for colouring A_l and a fixed order (same random stream as the full runs)."
-        order = check_order(order, self.matroid.n); counts = np.zeros(self.matroid.n, dtype=np.int64)
+        order = check_order(order, self.matroid.n)
+        counts = np.zeros(self.matroid.n, dtype=np.int64)
         cache = {}
         for _ in range(R):
             l = self.sample_l(rng)
             if l is None: continue
             A = self.factory(l)
-            if not isinstance(A, ColouringAlgorithm): raise FairMatroidError("fast_counts needs colouring algorithms A_l")
+            if not isinstance(A, ColouringAlgorithm):
+                raise FairMatroidError("fast_counts needs colouring algorithms A_l")
             r = int(rng.integers(1, A.m + 1))               # the draw ColourRun makes
             if l not in cache:
-                A.guard = "halt"; cache[l] = A.class_acceptance(order)
+                A.guard = "halt"
+                cache[l] = A.class_acceptance(order)
             colours, ok = cache[l]
             counts += (colours == r) & ok
         return counts
@@ -116,13 +122,18 @@ def wrapper_exact_probs(factory: Callable[[int], ColouringAlgorithm],  # l -> A_
                         m_of_l: Callable = lambda l: l,                 # number of colours of A_l, vectorised
                         h: Callable = h_paper, l_max: int = DEFAULT_L_MAX) -> np.ndarray:
     "Exact per-element acceptance probabilities of the oblivious wrapper on a fixed order."
-    P = wrapper_distribution(h, l_max); n = None; probs = None
+    P = wrapper_distribution(h, l_max)
+    n = None
+    probs = None
     for l in range(1, min(L0, l_max) + 1):
-        A = factory(l); A.guard = "halt"
+        A = factory(l)
+        A.guard = "halt"
         colours, ok = A.class_acceptance(order)
         if probs is None: probs = np.zeros(len(colours))
         probs += P[l - 1] * ok / A.m                       # r = c_l(e) has probability 1/m(l)
-    A = factory(L0 + 1); A.guard = "halt"; colours, ok = A.class_acceptance(order)
+    A = factory(L0 + 1)
+    A.guard = "halt"
+    colours, ok = A.class_acceptance(order)
     if probs is None: probs = np.zeros(len(colours))
     if not ok.all(): raise FairMatroidError(f"A_{L0 + 1} does not colour every element validly: increase L0")
     if A.m != m_of_l(L0 + 1): raise FairMatroidError("m_of_l does not match the factory")

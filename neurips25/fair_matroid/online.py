@@ -26,8 +26,11 @@ class OnlineRun(abc.ABC):
     "One execution of an online algorithm: `offer(e)` returns the irrevocable decision for arrival e."
     def __init__(self, alg: "OnlineAlgorithm", rng: np.random.Generator, n_announced: int | None = None):
         self.alg, self.M, self.rng = alg, alg.matroid, rng
-        self._seen = bytearray(self.M.n); self.n_arrived = 0; self.n_announced = n_announced
-        self.accepted: list[int] = []; self._acc = self.M.state()
+        self._seen = bytearray(self.M.n)
+        self.n_arrived = 0
+        self.n_announced = n_announced
+        self.accepted: list[int] = []
+        self._acc = self.M.state()
         self.events: list[tuple[str, int, str]] = []         # (kind, element, message): detected problems
         self.halted = False
     def report(self, kind: str, e: int, msg: str):
@@ -40,7 +43,8 @@ class OnlineRun(abc.ABC):
         if self._seen[e]: raise UnknownElementError(f"element {e} arrived twice")
         if self.n_announced is not None and self.n_arrived >= self.n_announced:
             raise UnknownElementError(f"more arrivals than the announced n = {self.n_announced}")
-        self._seen[e] = 1; self.n_arrived += 1
+        self._seen[e] = 1
+        self.n_arrived += 1
         return bool(self._decide(e))
     @abc.abstractmethod
     def _decide(self, e: int) -> bool: "The algorithm's proposal for arrival e (subclasses define it)."
@@ -52,13 +56,17 @@ class OnlineRun(abc.ABC):
             msg = (f"accepting element {e} would make the accepted set dependent: a knowledge parameter of "
                    f"{type(self.alg).__name__} is below its true value")
             if self.alg.guard == "halt":
-                self.halted = True; self.events.append(("halt", e, msg))
+                self.halted = True
+                self.events.append(("halt", e, msg))
             else: self.report("infeasible", e, msg)
             return False
-        self._acc.add(e); self.accepted.append(e)
+        self._acc.add(e)
+        self.accepted.append(e)
         return True
     def accepted_mask(self) -> np.ndarray:
-        m = np.zeros(self.M.n, dtype=bool); m[self.accepted] = True; return m
+        m = np.zeros(self.M.n, dtype=bool)
+        m[self.accepted] = True
+        return m
 
 class OnlineAlgorithm(abc.ABC):
     "An online fair-selection algorithm on `matroid`: `start(rng)` gives a run; `run(order, rng)` a full pass."
@@ -92,7 +100,8 @@ class ColourRun(OnlineRun):
         self.colourer = alg.colourer(self.report)
         self.colours = np.zeros(self.M.n, dtype=np.int64)
     def _decide(self, e):
-        c = self.colourer.colour(e); self.colours[e] = c
+        c = self.colourer.colour(e)
+        self.colours[e] = c
         return c == self.r
 
 class ColouringAlgorithm(OnlineAlgorithm):
@@ -111,7 +120,8 @@ class ColouringAlgorithm(OnlineAlgorithm):
         return out
     def class_acceptance(self, order) -> tuple[np.ndarray, np.ndarray]:
         "(colours, accepted_if_r): for each element, whether it is accepted when r = its colour (guard applied)."
-        order = check_order(order, self.matroid.n); colours = self.colouring(order)
+        order = check_order(order, self.matroid.n)
+        colours = self.colouring(order)
         ok = np.zeros(self.matroid.n, dtype=bool)
         states = {}
         for e in order.tolist():                         # the guard: class r accepted greedily in arrival order
@@ -119,14 +129,17 @@ class ColouringAlgorithm(OnlineAlgorithm):
             if c == 0: continue
             st = states.setdefault(c, [self.matroid.state(), False])
             if st[1]: continue                           # halted (guard="halt")
-            if st[0].can_add(e): st[0].add(e); ok[e] = True
+            if st[0].can_add(e):
+                st[0].add(e)
+                ok[e] = True
             elif self.guard == "halt": st[1] = True
         return colours, ok
 
 # %% ../../nbs/p10_fair_matroid/03_online.ipynb #a5348536
 def clopper_pearson(k, n, level: float = 0.95, side: str = "two") -> tuple[np.ndarray, np.ndarray]:
     "Exact binomial confidence bounds for p from k successes in n trials (side: two | lower | upper)."
-    k = np.asarray(k, dtype=float); n = np.broadcast_to(np.asarray(n, dtype=float), k.shape)
+    k = np.asarray(k, dtype=float)
+    n = np.broadcast_to(np.asarray(n, dtype=float), k.shape)
     if not 0 < level < 1: raise FairMatroidError(f"level must be in (0, 1), got {level}")
     if (k < 0).any() or (k > n).any() or (n < 1).any(): raise FairMatroidError("need 0 <= k <= n and n >= 1")
     if side not in ("two", "lower", "upper"): raise FairMatroidError(f"side must be two, lower or upper, got {side!r}")
@@ -179,7 +192,8 @@ class FairnessEstimate:
     @property
     def fairness_upper(self) -> float:
         "1 / min_e lo_e: with the stated confidence, the true fairness is at most this."
-        m = float(self.lo.min()); return float(np.inf if m == 0 else 1 / m)
+        m = float(self.lo.min())
+        return float(np.inf if m == 0 else 1 / m)
     def consistent_with(self, p) -> bool:
         "True iff every element's interval contains p (a scalar or per-element array)."
         p = np.broadcast_to(np.asarray(p, dtype=float), self.lo.shape)
@@ -193,14 +207,20 @@ class FairnessEstimate:
 
 def _order_source(order, n: int) -> Callable[[np.random.Generator], np.ndarray] | np.ndarray:
     if isinstance(order, str):
-        if order != "random": raise FairMatroidError(f"order must be a permutation, 'random' or a callable, got {order!r}")
+        if order != "random":
+            raise FairMatroidError(f"order must be a permutation, 'random' or a callable, got {order!r}")
         return lambda rng: rng.permutation(n)
     if callable(order): return order
     return check_order(order, n)
 
-def _acceptance(alg: OnlineAlgorithm, order, R: int, rng: np.random.Generator, fast: bool) -> tuple[np.ndarray, int, int | None]:
-    "(counts, invalid_runs, empty_runs): invalid = the reject-guard had to stop a dependent proposal; empty = accepted nothing."
-    n = alg.matroid.n; src = _order_source(order, n); counts = np.zeros(n, dtype=np.int64)
+def _acceptance(
+    alg: OnlineAlgorithm, order, R: int, rng: np.random.Generator, fast: bool
+) -> tuple[np.ndarray, int, int | None]:
+    ("(counts, invalid_runs, empty_runs): invalid = the reject-guard had to stop a dependent proposal; empty = "
+     "accepted nothing.")
+    n = alg.matroid.n
+    src = _order_source(order, n)
+    counts = np.zeros(n, dtype=np.int64)
     if R < 1: raise FairMatroidError(f"R must be >= 1, got {R}")
     if fast and isinstance(src, np.ndarray) and hasattr(alg, "fast_counts"):
         return alg.fast_counts(src, R, rng), 0, None
@@ -210,14 +230,18 @@ def _acceptance(alg: OnlineAlgorithm, order, R: int, rng: np.random.Generator, f
         colours, ok = alg.class_acceptance(src)
         per_colour = np.zeros(alg.m + 1, dtype=np.int64)
         for _ in range(R): per_colour[int(rng.integers(1, alg.m + 1))] += 1     # the same draw as ColourRun
-        bad = np.zeros(alg.m + 1, dtype=bool); bad[colours[(colours > 0) & ~ok]] = alg.guard == "reject"
-        nonempty = np.zeros(alg.m + 1, dtype=bool); nonempty[colours[ok]] = True   # r = c accepts something
+        bad = np.zeros(alg.m + 1, dtype=bool)
+        bad[colours[(colours > 0) & ~ok]] = alg.guard == "reject"
+        # r = c accepts something
+        nonempty = np.zeros(alg.m + 1, dtype=bool)
+        nonempty[colours[ok]] = True
         return np.where(ok, per_colour[colours], 0), int(per_colour[bad].sum()), int(R - per_colour[nonempty].sum())
     invalid = empty = 0
     for _ in range(R):
         o = src(rng) if callable(src) else src
         run = alg.run(o, rng)
-        counts += run.accepted_mask(); invalid += any(kind == "infeasible" for kind, _, _ in run.events)
+        counts += run.accepted_mask()
+        invalid += any(kind == "infeasible" for kind, _, _ in run.events)
         empty += not run.accepted
     return counts, invalid, empty
 

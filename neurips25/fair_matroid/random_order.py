@@ -32,7 +32,8 @@ def _check_probs(probs) -> tuple:
 
 class _SimRun(OnlineRun):
     def __init__(self, alg, rng, n_announced):
-        if n_announced is None: raise FairMatroidError("a random-order algorithm must be told n before the first arrival")
+        if n_announced is None:
+            raise FairMatroidError("a random-order algorithm must be told n before the first arrival")
         super().__init__(alg, rng, n_announced)
         p = _check_probs(alg.sampler.probs)
         self.sizes = rng.multinomial(n_announced, list(p) + [max(0.0, 1 - sum(p))])   # |R_1|, ..., |R_{m+1}|
@@ -53,7 +54,8 @@ class RandomOrderFromSampling(OnlineAlgorithm):
     "Thm 18: run a sampling-model algorithm on a random-order stream of announced length n."
     random_order = True
     def __init__(self, sampler: SamplingModelAlgorithm, guard: str = "reject", on_problem: str = "report"):
-        super().__init__(sampler.matroid, guard, on_problem); self.sampler = sampler
+        super().__init__(sampler.matroid, guard, on_problem)
+        self.sampler = sampler
     def start(self, rng, n=None) -> _SimRun: return _SimRun(self, rng, n)
     def fast_counts_random(self, R: int, rng) -> tuple[np.ndarray, int, int]:
         "(counts, invalid runs, empty runs) over R random-order runs, vectorised via the sampler's `accept_from_split`."
@@ -62,14 +64,17 @@ class RandomOrderFromSampling(OnlineAlgorithm):
         if not hasattr(self.sampler, "accept_from_split"):     # no vectorised path: full runs
             for _ in range(R):
                 run = self.run(rng.permutation(n), rng)
-                counts += run.accepted_mask(); invalid += any(k == "infeasible" for k, _, _ in run.events)
+                counts += run.accepted_mask()
+                invalid += any(k == "infeasible" for k, _, _ in run.events)
                 empty += not run.accepted
             return counts, invalid, empty
         for _ in range(R):
             perm = rng.permutation(n)                          # the same draws as a full run: order, then sizes
             sizes = rng.multinomial(n, list(p) + [max(0.0, 1 - sum(p))])
             acc = self.sampler.accept_from_split(perm, sizes)
-            counts[acc] += 1; invalid += not self.matroid.is_independent(acc)   # validity checked on every run
+            # validity checked on every run
+            counts[acc] += 1
+            invalid += not self.matroid.is_independent(acc)
             empty += len(acc) == 0
         return counts, invalid, empty
 
@@ -85,20 +90,27 @@ def d_levels(n_vertices: int, src: np.ndarray, dst: np.ndarray, d: int) -> np.nd
         outdeg = np.bincount(src[ealive], minlength=n_vertices)      # out-degree to remaining vertices
         rem = alive & (outdeg <= d)
         if not rem.any(): break                                      # the rest keep level ∞
-        level[rem] = j; alive &= ~rem; ealive &= alive[src] & alive[dst]; j += 1
+        level[rem] = j
+        alive &= ~rem
+        ealive &= alive[src] & alive[dst]
+        j += 1
     return level
 
 def vertex_positions(level: np.ndarray) -> np.ndarray:
     "Position of each vertex in U: decreasing level, ties by increasing label."
     order = np.lexsort((np.arange(len(level)), -level))
-    pos = np.empty(len(level), dtype=np.int64); pos[order] = np.arange(len(level))
+    pos = np.empty(len(level), dtype=np.int64)
+    pos[order] = np.arange(len(level))
     return pos
 
 def alg3_bound(d: int) -> dict:
     "Lemmas 15–16: q, x, δ, b, P and the proven minimum acceptance probability (1 − 2P) q / (b − d)."
     if d < 3: raise FairMatroidError(f"the bound of Thm 15 needs d >= 3, got {d}")
-    q = d ** -0.25 / 3; x = 2 * q / (1 + q); delta = d ** -0.125
-    b = math.ceil(d / (1 - x * (1 + delta))); P = math.exp(-x * b * delta ** 2 / 3)
+    q = d ** -0.25 / 3
+    x = 2 * q / (1 + q)
+    delta = d ** -0.125
+    b = math.ceil(d / (1 - x * (1 + delta)))
+    P = math.exp(-x * b * delta ** 2 / 3)
     p_min = (1 - 2 * P) * q / (b - d)
     return dict(d=d, q=q, x=x, delta=delta, b=b, P=P, p_min=p_min, fairness=1 / p_min)
 
@@ -114,14 +126,18 @@ class DegeneracyAlgorithm(SamplingModelAlgorithm):
             e = int(np.flatnonzero(matroid.edges[:, 0] == matroid.edges[:, 1])[0])
             raise LoopError(f"edge {e} is a self-loop, a loop of the graphic matroid: no algorithm can accept it, so "
                             "none is fair (arboricity is infinite); remove self-loops first")
-        super().__init__(matroid); self.d = int(d)
+        super().__init__(matroid)
+        self.d = int(d)
         self.q = d ** -0.25 / 3                                       # q = d^(-1/4) / 3
         self.probs = ((1 - self.q) / 2, (1 - self.q) / 2)             # p_1 = p_2 = (1 − q)/2
-        E = matroid.edges; self._lo, self._hi = E.min(1), E.max(1)
+        E = matroid.edges
+        self._lo, self._hi = E.min(1), E.max(1)
     def positions(self, S1, S2) -> tuple[np.ndarray, int]:
         "Positions in U from the samples, and the number of vertices with level ∞."
         S1, S2 = np.asarray(S1, dtype=np.int64), np.asarray(S2, dtype=np.int64)
-        S1 = S1[self._lo[S1] != self._hi[S1]]; S2 = S2[self._lo[S2] != self._hi[S2]]     # loops never enter H
+        # loops never enter H
+        S1 = S1[self._lo[S1] != self._hi[S1]]
+        S2 = S2[self._lo[S2] != self._hi[S2]]
         src = np.r_[self._lo[S1], self._hi[S2]]                      # S_1: u -> v (u < v);  S_2: v -> u
         dst = np.r_[self._hi[S1], self._lo[S2]]
         level = d_levels(self.matroid.n_vertices, src, dst, self.d)  # vertices not in H: level 0
@@ -138,14 +154,18 @@ class DegeneracyAlgorithm(SamplingModelAlgorithm):
             if u == v: return False                                   # a loop is never independent
             b = u if pos[u] > pos[v] else v                           # the endpoint later in U
             if used[b]: return False
-            used[b] = True; return True                               # first edge with later endpoint b
+            # first edge with later endpoint b
+            used[b] = True
+            return True
         return propose
     def accept_from_split(self, perm: np.ndarray, sizes) -> np.ndarray:
         "Vectorised run: the accepted edges given the arrival permutation and the sizes |S_1|, |S_2|, |T|."
         n1, n2 = int(sizes[0]), int(sizes[1])
         pos, _ = self.positions(perm[:n1], perm[n1:n1 + n2])
-        T = perm[n1 + n2:]; u, v = self._lo[T], self._hi[T]
-        keep = u != v; T, u, v = T[keep], u[keep], v[keep]
+        T = perm[n1 + n2:]
+        u, v = self._lo[T], self._hi[T]
+        keep = u != v
+        T, u, v = T[keep], u[keep], v[keep]
         b = np.where(pos[u] > pos[v], u, v)
         _, first = np.unique(b, return_index=True)                   # the first online edge at each later endpoint
         return T[first]
@@ -169,7 +189,8 @@ def alg3_for_alpha(M: GraphicMatroid, alpha: int, **kw) -> OnlineAlgorithm:
 # %% ../../nbs/p10_fair_matroid/07_random_order.ipynb #bbd3e47e
 class _KRRun(OnlineRun):
     def __init__(self, alg, rng, n_announced):
-        if n_announced is None: raise FairMatroidError("a random-order algorithm must be told n before the first arrival")
+        if n_announced is None:
+            raise FairMatroidError("a random-order algorithm must be told n before the first arrival")
         super().__init__(alg, rng, n_announced)
         self.n1 = int(rng.binomial(n_announced, 0.5))        # |R_1| ~ Bin(n, 1/2): the sample S_1 (m = 1, p_1 = 1/2)
         self.S1, self.inner, self.learned = [], None, None
@@ -195,6 +216,7 @@ class KnowledgeRemoval(OnlineAlgorithm):
                  learn: tuple = ("alpha",),                  # which parameters to learn: "alpha", "k"
                  guard: str = "reject", on_problem: str = "report"):
         super().__init__(matroid, guard, on_problem)
-        if not set(learn) <= {"alpha", "k"} or not learn: raise FairMatroidError(f"learn must name alpha and/or k, got {learn!r}")
+        if not set(learn) <= {"alpha", "k"} or not learn:
+            raise FairMatroidError(f"learn must name alpha and/or k, got {learn!r}")
         self.make_alg, self.learn = make_alg, tuple(learn)
     def start(self, rng, n=None) -> _KRRun: return _KRRun(self, rng, n)

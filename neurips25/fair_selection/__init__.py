@@ -11,11 +11,12 @@ __all__ = ['Instance', 'GFQ', 'PF', 'FairSelectionError', 'from_class_sets', 'cl
            'ALGORITHMS', 'PF_ALGORITHMS', 'run_algorithm', 'evaluate', 'summarise', 'ccdnf_secretary', 'ccdnf_prophet']
 
 # %% ../../nbs/p02_fair_selection/09_package.ipynb #89e5ae63
-from .instances import (Instance, GFQ, PF, FairSelectionError, from_class_sets, class_counts, welfare,
-                                                satisfaction, iid_instances, adversarial_instances, threshold_worst_case,
-                                                cluster_trace_instances, trace_instances)
+from .instances import (Instance, GFQ, PF, FairSelectionError, from_class_sets, class_counts,
+                                                welfare, satisfaction, iid_instances, adversarial_instances,
+                                                threshold_worst_case, cluster_trace_instances, trace_instances)
 from .offline import offline_optimum, brute_force_optimum
-from .thresholds import OneWayTradingThreshold, GreedyThreshold, PerClassThreshold, Allocation, threshold_only
+from .thresholds import (OneWayTradingThreshold, GreedyThreshold, PerClassThreshold, Allocation,
+                                                 threshold_only)
 from .setaside import (set_aside, frac_gfq, d_setaside_gfq, frac_pf, greedy, quota_first,
                                                random_selection, frac_gfq_loop)
 from .rounding import (lossless_round, rounding_step, exact_marginals, independent_round,
@@ -23,11 +24,53 @@ from .rounding import (lossless_round, rounding_step, exact_marginals, independe
 from .baselines import ccdnf_secretary, ccdnf_prophet
 from .learning import Advice, advice_from_optimum, noisy_advice, follow_advice, la_setaside
 from .evaluate import ALGORITHMS, PF_ALGORITHMS, run_algorithm, evaluate, summarise
-_all_ = ["Instance", "GFQ", "PF", "FairSelectionError", "from_class_sets", "class_counts", "welfare", "satisfaction",
-         "iid_instances", "adversarial_instances", "threshold_worst_case", "cluster_trace_instances", "trace_instances",
-         "offline_optimum",
-         "brute_force_optimum", "OneWayTradingThreshold", "GreedyThreshold", "PerClassThreshold", "Allocation", "threshold_only", "set_aside",
-         "frac_gfq", "d_setaside_gfq", "frac_pf", "greedy", "quota_first", "random_selection", "frac_gfq_loop", "lossless_round",
-         "rounding_step", "exact_marginals", "independent_round", "round_allocation", "rounded_stats", "r_setaside_gfq", "r_setaside_pf",
-         "Advice", "advice_from_optimum", "noisy_advice", "follow_advice", "la_setaside", "ALGORITHMS", "PF_ALGORITHMS",
-         "run_algorithm", "evaluate", "summarise", "ccdnf_secretary", "ccdnf_prophet"]
+_all_ = [
+    "Instance",
+    "GFQ",
+    "PF",
+    "FairSelectionError",
+    "from_class_sets",
+    "class_counts",
+    "welfare",
+    "satisfaction",
+    "iid_instances",
+    "adversarial_instances",
+    "threshold_worst_case",
+    "cluster_trace_instances",
+    "trace_instances",
+    "offline_optimum",
+    "brute_force_optimum",
+    "OneWayTradingThreshold",
+    "GreedyThreshold",
+    "PerClassThreshold",
+    "Allocation",
+    "threshold_only",
+    "set_aside",
+    "frac_gfq",
+    "d_setaside_gfq",
+    "frac_pf",
+    "greedy",
+    "quota_first",
+    "random_selection",
+    "frac_gfq_loop",
+    "lossless_round",
+    "rounding_step",
+    "exact_marginals",
+    "independent_round",
+    "round_allocation",
+    "rounded_stats",
+    "r_setaside_gfq",
+    "r_setaside_pf",
+    "Advice",
+    "advice_from_optimum",
+    "noisy_advice",
+    "follow_advice",
+    "la_setaside",
+    "ALGORITHMS",
+    "PF_ALGORITHMS",
+    "run_algorithm",
+    "evaluate",
+    "summarise",
+    "ccdnf_secretary",
+    "ccdnf_prophet",
+]

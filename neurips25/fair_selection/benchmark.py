@@ -21,16 +21,30 @@ __all__ = ['bench_throughput', 'bench_single_stream', 'bench_opt', 'main']
 def _best(f, repeats: int) -> float:
     best = np.inf
     for _ in range(repeats):
-        t = time.perf_counter(); f(); best = min(best, time.perf_counter() - t)
+        t = time.perf_counter()
+        f()
+        best = min(best, time.perf_counter() - t)
     return best
 
-def bench_throughput(R: int = 2000, T: int = 1000, k: int = 50, repeats: int = 2, naive_T: int = 2000, seed: int = 0) -> pd.DataFrame:
+def bench_throughput(
+    R: int = 2000, T: int = 1000, k: int = 50, repeats: int = 2, naive_T: int = 2000, seed: int = 0
+) -> pd.DataFrame:
     "Arrivals/s of the vectorised algorithms on R x T arrivals, and of the agent-by-agent Python baselines."
-    I = iid_instances(R, T, k, M=3, theta=50, p_multi=0.3, rng=seed); q = (5, 5, 5)
+    I = iid_instances(R, T, k, M=3, theta=50, p_multi=0.3, rng=seed)
+    q = (5, 5, 5)
     x = frac_gfq(I, q, engine="numpy").x
     rows = []
-    def add(name, secs, n, naive=False): rows.append(dict(algorithm=name, runs=R if not naive else 1, arrivals=n, seconds=secs,
-                                                         arrivals_per_s=n / secs, implementation="naive" if naive else "vectorised"))
+    def add(name, secs, n, naive=False):
+        rows.append(
+            dict(
+                algorithm=name,
+                runs=R if not naive else 1,
+                arrivals=n,
+                seconds=secs,
+                arrivals_per_s=n / secs,
+                implementation="naive" if naive else "vectorised",
+            )
+        )
     add("FRAC-GFQ", _best(lambda: frac_gfq(I, q, engine="numpy"), repeats), R * T)
     add("D-SETASIDE-GFQ", _best(lambda: d_setaside_gfq(I, q, engine="numpy"), repeats), R * T)
     add("threshold-frac", _best(lambda: threshold_only(I), repeats), R * T)
@@ -42,12 +56,15 @@ def bench_throughput(R: int = 2000, T: int = 1000, k: int = 50, repeats: int = 2
     def naive_round():
         kappa, S = 1, 0.0
         for xt in xj:
-            _, kappa = rounding_step(kappa, S, S + xt, xt, 0.5); S += xt
+            _, kappa = rounding_step(kappa, S, S + xt, xt, 0.5)
+            S += xt
     add("lossless_round", _best(naive_round, 1), naive_T, naive=True)
     df = pd.DataFrame(rows)
     naive = df[df.implementation == "naive"].set_index("algorithm").arrivals_per_s
-    df["speedup_vs_naive"] = [r.arrivals_per_s / naive[r.algorithm] if r.algorithm in naive and r.implementation == "vectorised"
-                              else np.nan for r in df.itertuples()]
+    df["speedup_vs_naive"] = [
+        r.arrivals_per_s / naive[r.algorithm] if r.algorithm in naive and r.implementation == "vectorised" else np.nan
+        for r in df.itertuples()
+    ]
     return df
 
 def _compile_seconds() -> float:
@@ -95,10 +112,14 @@ def bench_opt(Ts=(500, 2000, 5000), k_frac: float = 0.05, seed: int = 0, milp_ma
 
 def main(argv=None):
     "Print the throughput and offline-optimum tables."
-    ap = argparse.ArgumentParser(description="P02 fair selection: arrivals/s of the online algorithms and OPT solve time")
+    ap = argparse.ArgumentParser(
+        description="P02 fair selection: arrivals/s of the online algorithms and OPT solve time"
+    )
     ap.add_argument("--runs", type=int, default=2000, help="independent runs R (vectorised)")
     ap.add_argument("--T", type=int, default=1000, help="arrivals per run")
-    ap.add_argument("--opt-T", type=int, nargs="+", default=[500, 2000, 5000, 20000], help="instance sizes for the offline optimum")
+    ap.add_argument(
+        "--opt-T", type=int, nargs="+", default=[500, 2000, 5000, 20000], help="instance sizes for the offline optimum"
+    )
     ap.add_argument("--milp-max-T", type=int, default=5000, help="largest T solved as a MILP (LP only above)")
     ap.add_argument("--milp-time-limit", type=float, default=60.0, help="MILP time limit, s (then the LP bound)")
     ap.add_argument("--single-T", type=int, default=20000, help="arrivals of the single-stream (R = 1) row")

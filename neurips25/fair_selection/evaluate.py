@@ -39,7 +39,9 @@ def _gfq_algorithms():
 ALGORITHMS = tuple(_gfq_algorithms())
 PF_ALGORITHMS = ("FRAC-PF", "R-SETASIDE-PF", "R-SETASIDE-PF-indep", "greedy", "threshold")
 
-def run_algorithm(name: str, inst: Instance, fairness, rng=0, n_draws: int = 1, cache: dict | None = None) -> Allocation:
+def run_algorithm(
+    name: str, inst: Instance, fairness, rng=0, n_draws: int = 1, cache: dict | None = None
+) -> Allocation:
     "Run algorithm `name` (see ALGORITHMS / PF_ALGORITHMS); randomized ones hold n_draws draws per instance."
     rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
     cache = {} if cache is None else cache
@@ -59,7 +61,11 @@ def run_algorithm(name: str, inst: Instance, fairness, rng=0, n_draws: int = 1, 
 
 def _stats(name, inst, fairness, rng, n_draws, cache):
     "Per-draw value (D, R), counts (D, R, M), used (D, R) and reserve used (R,) of algorithm `name` (memory-bounded)."
-    table = _gfq_algorithms() if not isinstance(fairness, PF) else {"R-SETASIDE-PF": "FRAC-PF", "R-SETASIDE-PF-indep": ("FRAC-PF", "independent")}
+    table = (
+        _gfq_algorithms()
+        if not isinstance(fairness, PF)
+        else {"R-SETASIDE-PF": "FRAC-PF", "R-SETASIDE-PF-indep": ("FRAC-PF", "independent")}
+    )
     spec = table.get(name)
     if spec is not None and not callable(spec):
         base, rounding = (spec, "lossless") if isinstance(spec, str) else spec
@@ -71,12 +77,17 @@ def _stats(name, inst, fairness, rng, n_draws, cache):
 
 def evaluate(inst: Instance, fairness, names=ALGORITHMS, opt: np.ndarray | None = None, rng=0, n_draws: int = 200,
              opt_integral: bool = True) -> pd.DataFrame:
-    "One row per (algorithm, run): expected value, OPT_fair, ratio, fairness satisfaction, ex-post quota meeting, capacity."
+    ("One row per (algorithm, run): expected value, OPT_fair, ratio, fairness satisfaction, ex-post quota meeting, "
+     "capacity.")
     rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
     opt = offline_optimum(inst, fairness, integral=opt_integral) if opt is None else np.asarray(opt, dtype=float)
-    tg = fairness.targets(inst); R = inst.R; cache = {}; rows = []
+    tg = fairness.targets(inst)
+    R = inst.R
+    cache = {}
+    rows = []
     for name in names:
-        val, cnt, used, ru = _stats(name, inst, fairness, rng, n_draws, cache); D = val.shape[0]
+        val, cnt, used, ru = _stats(name, inst, fairness, rng, n_draws, cache)
+        D = val.shape[0]
         met = (cnt >= tg[None] - 1e-7).all(2).mean(0)
         ecnt = cnt.mean(0)
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -94,7 +105,8 @@ def mean_se(x) -> tuple[float, float]:
     return float(x.mean()), float(x.std(ddof=1) / np.sqrt(len(x))) if len(x) > 1 else 0.0
 
 def summarise(df: pd.DataFrame, by=("algorithm",)) -> pd.DataFrame:
-    "Per group: mean and worst ratio, mean value with SE, mean min satisfaction, share of runs meeting all quotas, capacity."
+    ("Per group: mean and worst ratio, mean value with SE, mean min satisfaction, share of runs meeting all quotas, "
+     "capacity.")
     g = df.groupby(list(by), sort=False)
     out = g.agg(ratio_mean=("ratio", "mean"), ratio_max=("ratio", "max"), value_mean=("value", "mean"),
                 min_sat_mean=("min_sat", "mean"), min_sat_min=("min_sat", "min"), met_all_mean=("met_all", "mean"),

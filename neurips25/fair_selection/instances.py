@@ -42,12 +42,15 @@ class Instance:
     U: float             # upper bound on values (theta = U / L)
     name: str = ""       # label of the generator
     def __post_init__(self):
-        v = np.asarray(self.values, dtype=float); c = np.asarray(self.classes)
+        v = np.asarray(self.values, dtype=float)
+        c = np.asarray(self.classes)
         if v.ndim == 1: v = v[None]
         if c.ndim == 2: c = c[None]
         if v.ndim != 2 or c.ndim != 3 or c.shape[:2] != v.shape:
-            raise FairSelectionError(f"values must have shape (R, T) and classes (R, T, M); got {np.shape(self.values)} "
-                                     f"and {np.shape(self.classes)}")
+            raise FairSelectionError(
+                f"values must have shape (R, T) and classes (R, T, M); got {np.shape(self.values)} "
+                f"and {np.shape(self.classes)}"
+            )
         if c.shape[2] < 1: raise FairSelectionError("classes must have at least one class column (M >= 1)")
         if c.dtype != bool:
             if not np.isin(c, (0, 1)).all(): raise FairSelectionError("classes must be boolean (0/1) membership")
@@ -59,7 +62,9 @@ class Instance:
         if not np.isfinite(v).all(): raise FairSelectionError("values contain NaN or infinity")
         tol = 1e-12 * self.U
         if (v < self.L - tol).any() or (v > self.U + tol).any():
-            raise FairSelectionError(f"values outside [L, U] = [{self.L}, {self.U}]: min {v.min():.6g}, max {v.max():.6g}")
+            raise FairSelectionError(
+                f"values outside [L, U] = [{self.L}, {self.U}]: min {v.min():.6g}, max {v.max():.6g}"
+            )
         empty = ~c.any(2)
         if empty.any():
             r, t = np.argwhere(empty)[0]
@@ -80,7 +85,9 @@ class Instance:
         "The r-th instance of the batch as a batch of one."
         return Instance(self.values[r:r + 1], self.classes[r:r + 1], self.k, self.L, self.U, self.name)
     def __repr__(self):
-        return f"Instance({self.name or 'custom'}: R={self.R}, T={self.T}, M={self.M}, k={self.k}, theta={self.theta:.3g})"
+        return (
+            f"Instance({self.name or 'custom'}: R={self.R}, T={self.T}, M={self.M}, k={self.k}, theta={self.theta:.3g})"
+        )
 
 def from_class_sets(values, class_sets, M: int, k: int, L: float, U: float, name: str = "") -> Instance:
     "One instance from a list of values and a list of class-index sets (0-based)."
@@ -99,14 +106,16 @@ def class_counts(inst: Instance, x: np.ndarray) -> np.ndarray:
     "Selected (possibly fractional) count per class, shape (R, M): sum_t x_t 1[c in C_t]."
     x = np.asarray(x, dtype=float)
     if x.ndim == 1: x = x[None]
-    if x.shape != inst.values.shape: raise FairSelectionError(f"decisions must have shape {inst.values.shape}, got {x.shape}")
+    if x.shape != inst.values.shape:
+        raise FairSelectionError(f"decisions must have shape {inst.values.shape}, got {x.shape}")
     return np.einsum("rt,rtm->rm", x, inst.classes.astype(float))
 
 def welfare(inst: Instance, x: np.ndarray) -> np.ndarray:
     "Welfare sum_t v_t x_t per run, shape (R,)."
     x = np.asarray(x, dtype=float)
     if x.ndim == 1: x = x[None]
-    if x.shape != inst.values.shape: raise FairSelectionError(f"decisions must have shape {inst.values.shape}, got {x.shape}")
+    if x.shape != inst.values.shape:
+        raise FairSelectionError(f"decisions must have shape {inst.values.shape}, got {x.shape}")
     return (inst.values * x).sum(1)
 
 @dataclass(frozen=True)
@@ -130,7 +139,8 @@ class GFQ:
     def targets(self, inst: Instance) -> np.ndarray:
         "min(q_c, n_c), shape (R, M): the ex-post GFQ requirement."
         # sum q > k can still be met offline: a multi-class agent counts for every class it is in (01_offline)
-        self.check(inst, capacity=False); return np.minimum(self.q[None], inst.n_arrivals())
+        self.check(inst, capacity=False)
+        return np.minimum(self.q[None], inst.n_arrivals())
     def int_targets(self, inst: Instance) -> np.ndarray: return self.targets(inst)
     @property
     def reserve(self) -> float: return float(sum(self.quotas))
@@ -146,7 +156,8 @@ class PF:
     def check(self, inst: Instance, capacity: bool = True) -> "PF": return self
     def targets(self, inst: Instance) -> np.ndarray:
         "tau_c = min(n_c, beta k n_c / N), N = sum_c n_c; shape (R, M) (fractional)."
-        n = inst.n_arrivals().astype(float); N = np.maximum(n.sum(1, keepdims=True), 1.0)
+        n = inst.n_arrivals().astype(float)
+        N = np.maximum(n.sum(1, keepdims=True), 1.0)
         return np.minimum(n, self.beta * inst.k * n / N)
     def int_targets(self, inst: Instance) -> np.ndarray:
         "ceil(tau_c) (minus a 1e-9 slack): the integral constraint used by the offline optimum (feasibility: its MILP)."
@@ -154,7 +165,8 @@ class PF:
 
 def satisfaction(inst: Instance, x: np.ndarray, fairness) -> np.ndarray:
     "Per-class fairness satisfaction min(1, count_c / target_c) (1 where the target is 0), shape (R, M)."
-    tgt = fairness.targets(inst); cnt = class_counts(inst, x)
+    tgt = fairness.targets(inst)
+    cnt = class_counts(inst, x)
     with np.errstate(divide="ignore", invalid="ignore"):
         s = np.where(tgt > 0, cnt / np.where(tgt > 0, tgt, 1), 1.0)
     return np.minimum(s, 1.0)
@@ -175,7 +187,8 @@ def _check_sizes(R, T, k, M, theta, L):
 def sample_values(shape, L: float, U: float, rng, dist: str = "lognormal", sigma: float = 1.0,
                   mu: np.ndarray | float = 0.0, a: float = 1.5) -> np.ndarray:
     "Values on [L, U] by inverse CDF of a truncated distribution; mu: log-shift over L (broadcast to shape)."
-    rng = _rng(rng); u = rng.random(shape)
+    rng = _rng(rng)
+    u = rng.random(shape)
     if dist == "lognormal":
         mu = np.broadcast_to(np.asarray(mu, dtype=float), shape)
         z_lo, z_hi = (0.0 - mu) / sigma, (np.log(U / L) - mu) / sigma        # ln(v/L) ~ N(mu, sigma) on [0, ln theta]
@@ -201,10 +214,24 @@ def sample_classes(R: int, T: int, M: int, rng, shares=None, p_multi: float = 0.
     C[np.arange(R)[:, None], np.arange(T)[None], primary] = True
     return C, primary
 
-def iid_instances(R: int, T: int, k: int, *, M: int = 3, theta: float = 20.0, L: float = 1.0, shares=None,
-                  p_multi: float = 0.2, dist: str = "lognormal", sigma: float = 1.0, class_shift=None, rng=0) -> Instance:
+def iid_instances(
+    R: int,
+    T: int,
+    k: int,
+    *,
+    M: int = 3,
+    theta: float = 20.0,
+    L: float = 1.0,
+    shares=None,
+    p_multi: float = 0.2,
+    dist: str = "lognormal",
+    sigma: float = 1.0,
+    class_shift=None,
+    rng=0
+) -> Instance:
     "R i.i.d. instances: primary class from shares, extra classes w.p. p_multi, values on [L, theta L]."
-    R, T, k, M, theta, L = _check_sizes(R, T, k, M, theta, L); rng = _rng(rng)
+    R, T, k, M, theta, L = _check_sizes(R, T, k, M, theta, L)
+    rng = _rng(rng)
     C, primary = sample_classes(R, T, M, rng, shares, p_multi)
     shift = np.zeros(M) if class_shift is None else np.asarray(class_shift, dtype=float)
     if shift.shape != (M,): raise FairSelectionError(f"class_shift must have {M} entries")
@@ -218,7 +245,8 @@ ADVERSARIAL_KINDS = ("increasing", "minority_last", "bursts")
 def adversarial_instances(R: int, T: int, k: int, *, kind: str = "increasing", M: int = 3, theta: float = 20.0,
                           L: float = 1.0, shares=None, p_multi: float = 0.2, n_bursts: int = 4, rng=0) -> Instance:
     "Adversarial orders: increasing values, minority class last (with low values), or class-skewed increasing bursts."
-    R, T, k, M, theta, L = _check_sizes(R, T, k, M, theta, L); rng = _rng(rng)
+    R, T, k, M, theta, L = _check_sizes(R, T, k, M, theta, L)
+    rng = _rng(rng)
     if kind not in ADVERSARIAL_KINDS: raise FairSelectionError(f"kind must be one of {ADVERSARIAL_KINDS}, got {kind!r}")
     U = theta * L
     if kind == "bursts":
@@ -233,7 +261,8 @@ def adversarial_instances(R: int, T: int, k: int, *, kind: str = "increasing", M
         order = np.argsort(key, axis=1, kind="stable")
         v = np.take_along_axis(v, order, 1)
         return Instance(v, C, k, L, U, f"bursts(p_m={p_multi:g})")
-    shift = np.zeros(M); shift[-1] = -0.5 * np.log(theta) if kind == "minority_last" else 0.0
+    shift = np.zeros(M)
+    shift[-1] = -0.5 * np.log(theta) if kind == "minority_last" else 0.0
     I = iid_instances(R, T, k, M=M, theta=theta, L=L, shares=shares, p_multi=p_multi, dist="loguniform",
                       class_shift=None, rng=rng)
     v, C = I.values, I.classes
@@ -243,11 +272,13 @@ def adversarial_instances(R: int, T: int, k: int, *, kind: str = "increasing", M
         mino = C[:, :, -1] & ~C[:, :, :-1].any(2)
         v = np.where(mino, L + (v - L) * 0.1, v)
         order = np.argsort(mino, axis=1, kind="stable")
-    v = np.take_along_axis(v, order, 1); C = np.take_along_axis(C, order[:, :, None], 1)
+    v = np.take_along_axis(v, order, 1)
+    C = np.take_along_axis(C, order[:, :, None], 1)
     return Instance(v, C, k, L, U, f"{kind}(p_m={p_multi:g})")
 
 def threshold_worst_case(K: int, theta: float, L: float = 1.0, levels: int = 40) -> Instance:
-    "Worst case of threshold rules: K agents at each of `levels` geometric values L..theta L, stopped after level r in run r."
+    ("Worst case of threshold rules: K agents at each of `levels` geometric values L..theta L, stopped after level r "
+     "in run r.")
     K, levels = check_int(K, "K", 1), check_int(levels, "levels", 2)
     _, _, _, _, theta, L = _check_sizes(1, 1, 1, 1, theta, L)
     lv = L * theta ** (np.arange(levels) / (levels - 1))                        # geometric ladder L .. U
@@ -261,18 +292,24 @@ def cluster_trace_instances(R: int, T: int, k: int, *, theta: float = 100.0, L: 
                             tier_shares=(0.5, 0.35, 0.15), pareto_a: float = 1.2, large_quantile: float = 0.8,
                             rng=0) -> Instance:
     "Bursty heavy-tailed synthetic stand-in for the Google cluster trace: 3 priority tiers + a 'large job' class."
-    R, T, k, _, theta, L = _check_sizes(R, T, k, 4, theta, L); rng = _rng(rng)
-    stickiness = check_unit_interval(stickiness, "stickiness"); large_quantile = check_unit_interval(large_quantile, "large_quantile")
+    R, T, k, _, theta, L = _check_sizes(R, T, k, 4, theta, L)
+    rng = _rng(rng)
+    stickiness = check_unit_interval(stickiness, "stickiness")
+    large_quantile = check_unit_interval(large_quantile, "large_quantile")
     p = np.asarray(tier_shares, dtype=float)
-    if p.shape != (3,) or (p < 0).any() or p.sum() <= 0: raise FairSelectionError("tier_shares must be 3 non-negative numbers")
+    if p.shape != (3,) or (p < 0).any() or p.sum() <= 0:
+        raise FairSelectionError("tier_shares must be 3 non-negative numbers")
     p = p / p.sum()
-    fresh = rng.choice(3, size=(R, T), p=p); stay = rng.random((R, T)) < stickiness; stay[:, 0] = False
+    fresh = rng.choice(3, size=(R, T), p=p)
+    stay = rng.random((R, T)) < stickiness
+    stay[:, 0] = False
     idx = np.where(stay, 0, np.arange(T)[None])                       # tier_t = tier of the last fresh draw (bursts)
     idx = np.maximum.accumulate(idx, axis=1)
     tier = np.take_along_axis(fresh, idx, 1)
     cpu = L * (1 + rng.pareto(pareto_a, size=(R, T))) * (1.0 + tier)   # heavy tail, higher tiers use more CPU
     v = np.clip(cpu, L, theta * L)
-    C = np.zeros((R, T, 4), bool); C[np.arange(R)[:, None], np.arange(T)[None], tier] = True
+    C = np.zeros((R, T, 4), bool)
+    C[np.arange(R)[:, None], np.arange(T)[None], tier] = True
     C[:, :, 3] = v > np.quantile(v, large_quantile, axis=1, keepdims=True)
     return Instance(v, C, k, L, theta * L, "cluster_trace_standin")
 
@@ -299,15 +336,20 @@ def trace_instances(R: int, T: int, k: int, *, theta: float = 100.0,
         ok = sub["cpu_request"].notna() & (sub["cpu_request"] > 0) & sub["priority"].between(0, 11)
         dropped += int((~ok).sum())
         sub = sub[ok]
-        cpu.append(sub["cpu_request"].to_numpy(float)); prio.append(sub["priority"].to_numpy(int))
+        cpu.append(sub["cpu_request"].to_numpy(float))
+        prio.append(sub["priority"].to_numpy(int))
         got += len(sub)
         if got >= need: break
     if got < need:
-        raise FairSelectionError(f"the cluster trace has {got} usable task submissions in the parts read, need start + R*T "
-                                 f"= {need} ({dropped} submissions without a CPU request or priority were dropped): "
-                                 "read more task_events parts or ask for fewer/shorter runs")
-    cpu = np.concatenate(cpu)[start:need].reshape(R, T); prio = np.concatenate(prio)[start:need].reshape(R, T)
-    U = float(np.quantile(cpu, upper_quantile)); L = U / theta
+        raise FairSelectionError(
+            f"the cluster trace has {got} usable task submissions in the parts read, need start + R*T "
+            f"= {need} ({dropped} submissions without a CPU request or priority were dropped): "
+            "read more task_events parts or ask for fewer/shorter runs"
+        )
+    cpu = np.concatenate(cpu)[start:need].reshape(R, T)
+    prio = np.concatenate(prio)[start:need].reshape(R, T)
+    U = float(np.quantile(cpu, upper_quantile))
+    L = U / theta
     v = np.clip(cpu, L, U) / L                                          # values in [1, theta]
     C = np.zeros((R, T, 4), bool)
     for j, (lo, hi) in enumerate(PRIORITY_BANDS): C[:, :, j] = (prio >= lo) & (prio <= hi)

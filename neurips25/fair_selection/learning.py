@@ -20,12 +20,15 @@ class Advice:
     tau: np.ndarray    # accept a class-c agent if v >= tau_c (inf: never by the rule)
     n_hat: np.ndarray  # predicted number of class-c arrivals
     def __post_init__(self):
-        self.tau = np.atleast_2d(np.asarray(self.tau, dtype=float)); self.n_hat = np.atleast_2d(np.asarray(self.n_hat, dtype=float))
-        if self.tau.shape != self.n_hat.shape: raise FairSelectionError(f"tau {self.tau.shape} and n_hat {self.n_hat.shape} differ in shape")
+        self.tau = np.atleast_2d(np.asarray(self.tau, dtype=float))
+        self.n_hat = np.atleast_2d(np.asarray(self.n_hat, dtype=float))
+        if self.tau.shape != self.n_hat.shape:
+            raise FairSelectionError(f"tau {self.tau.shape} and n_hat {self.n_hat.shape} differ in shape")
         if np.isnan(self.tau).any() or not np.isfinite(self.n_hat).all() or (self.n_hat < 0).any():
             raise FairSelectionError("advice must be non-NaN thresholds and finite non-negative counts")
     def check(self, inst: Instance) -> "Advice":
-        if self.tau.shape != (inst.R, inst.M): raise FairSelectionError(f"advice has shape {self.tau.shape}, instances need {(inst.R, inst.M)}")
+        if self.tau.shape != (inst.R, inst.M):
+            raise FairSelectionError(f"advice has shape {self.tau.shape}, instances need {(inst.R, inst.M)}")
         return self
 
 def advice_from_optimum(inst: Instance, quotas, integral: bool = True) -> Advice:
@@ -37,51 +40,69 @@ def advice_from_optimum(inst: Instance, quotas, integral: bool = True) -> Advice
     return Advice(tau, inst.n_arrivals().astype(float))
 
 def noisy_advice(advice: Advice, error: float, rng=0) -> Advice:
-    "Multiplicative errors: tau_c (1 + e_c), n_hat_c (1 + e'_c), e, e' ~ Uniform[-error, error] i.i.d. per run and class."
+    ("Multiplicative errors: tau_c (1 + e_c), n_hat_c (1 + e'_c), e, e' ~ Uniform[-error, error] i.i.d. per run and "
+     "class.")
     error = float(error)
     if not (np.isfinite(error) and error >= 0): raise FairSelectionError(f"error must be >= 0, got {error}")
     rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
-    e1 = rng.uniform(-error, error, advice.tau.shape); e2 = rng.uniform(-error, error, advice.n_hat.shape)
+    e1 = rng.uniform(-error, error, advice.tau.shape)
+    e2 = rng.uniform(-error, error, advice.n_hat.shape)
     return Advice(advice.tau * np.maximum(1 + e1, 0.0), np.round(advice.n_hat * np.maximum(1 + e2, 0.0)))
 
 # %% ../../nbs/p02_fair_selection/05_learning_augmented.ipynb #15ece35f
 QUOTA_MODES = ("mix", "hard")
 
 def follow_advice(inst: Instance, quotas, advice: Advice,
-                  quotas_mode: str = "mix",   # mix: the prediction decides the fallback; hard: every deficient agent is served
+                  quotas_mode: str = "mix",   # mix: the prediction decides the fallback; hard: every deficient agent is
+                                              # served
                  ) -> Allocation:
     "The prediction-following integral policy with the fairness fallback (reconstruction)."
     if quotas_mode not in QUOTA_MODES:
         raise FairSelectionError(f"quotas_mode must be one of {QUOTA_MODES}, got {quotas_mode!r}")
-    g = _as_gfq(quotas, inst); advice.check(inst)
+    g = _as_gfq(quotas, inst)
+    advice.check(inst)
     R, T, M, k = inst.R, inst.T, inst.M, inst.k
     hard = quotas_mode == "hard"
-    # predicted requirement min(q_c, n_hat_c); hard: the quota itself (n_c is unknown online, so nothing can be released)
+    # predicted requirement min(q_c, n_hat_c); hard: the quota itself (n_c is unknown online, so nothing can be
+    # released)
     tgt = np.broadcast_to(g.q[None].astype(float), (R, M)) if hard else np.minimum(g.q[None], advice.n_hat)
-    used = np.zeros(R); s = np.zeros((R, M)); seen = np.zeros((R, M)); x = np.zeros((R, T)); forced_n = np.zeros(R)
+    used = np.zeros(R)
+    s = np.zeros((R, M))
+    seen = np.zeros((R, M))
+    x = np.zeros((R, T))
+    forced_n = np.zeros(R)
     for t in range(T):
-        c = inst.classes[:, t]; v = inst.values[:, t]
-        remaining = advice.n_hat - seen; seen += c                 # predicted remaining class arrivals, this one included
+        c = inst.classes[:, t]
+        v = inst.values[:, t]
+        # predicted remaining class arrivals, this one included
+        remaining = advice.n_hat - seen
+        seen += c
         deficient = c & (s < tgt)
         if hard: forced = deficient.any(1)                          # the set-aside: serve a deficient class on arrival
         else: forced = (deficient & (remaining <= tgt - s)).any(1)  # last chance according to the prediction
         rule = v >= np.where(c, advice.tau, np.inf).min(1)
         need_after = np.maximum(tgt - s - c, 0.0).sum(1)
         acc = (used + 1 <= k) & (forced | (rule & (k - used - 1 >= need_after)))
-        used += acc; s += acc[:, None] * c; x[:, t] = acc; forced_n += acc & forced & ~rule
+        used += acc
+        s += acc[:, None] * c
+        x[:, t] = acc
+        forced_n += acc & forced & ~rule
     name = "follow-advice" + ("-hard" if hard else "")
     return Allocation(name, inst, x, True, credits=s, extra=dict(forced=forced_n, quotas_mode=quotas_mode))
 
 def la_setaside(inst: Instance, quotas, advice: Advice, lam: float, robust: Allocation | None = None,
                 pred: Allocation | None = None,
-                quotas_mode: str = "mix",   # mix: the paper's reading (a 1 - lambda share of every guarantee); hard: quotas kept
+                quotas_mode: str = "mix",   # mix: the paper's reading (a 1 - lambda share of every guarantee); hard:
+                                            # quotas kept
                ) -> Allocation:
     "LA-SETASIDE(lambda): x = lambda x_pred + (1 - lambda) x_FRAC-GFQ (fractional; round with lossless_round)."
     lam = check_unit_interval(lam, "trust lambda")
     rob = frac_gfq(inst, quotas) if robust is None else robust
     prd = follow_advice(inst, quotas, advice, quotas_mode) if pred is None else pred
     if pred is not None and pred.extra.get("quotas_mode", "mix") != quotas_mode:
-        raise FairSelectionError(f"pred was built with quotas_mode={pred.extra.get('quotas_mode')!r}, not {quotas_mode!r}")
+        raise FairSelectionError(
+            f"pred was built with quotas_mode={pred.extra.get('quotas_mode')!r}, not {quotas_mode!r}"
+        )
     x = lam * prd.x + (1 - lam) * rob.x
     name = f"LA-SETASIDE(λ={lam:g})" + ("-hard" if quotas_mode == "hard" else "")
     return Allocation(name, inst, x, False, extra=dict(lam=lam, pred=prd, robust=rob, quotas_mode=quotas_mode))

@@ -15,8 +15,11 @@ __all__ = ['offline_optimum', 'brute_force_optimum', 'solve_time']
 # %% ../../nbs/p02_fair_selection/01_offline.ipynb #5ddcaa9e
 def _targets(inst: Instance, fairness) -> np.ndarray:
     if fairness is None: return np.zeros((inst.R, inst.M))
-    if not isinstance(fairness, (GFQ, PF)): raise FairSelectionError(f"fairness must be None, GFQ or PF, got {fairness!r}")
-    fairness.check(inst, capacity=False); return fairness.int_targets(inst)   # sum of targets > k: the MILP decides
+    if not isinstance(fairness, (GFQ, PF)):
+        raise FairSelectionError(f"fairness must be None, GFQ or PF, got {fairness!r}")
+    # sum of targets > k: the MILP decides
+    fairness.check(inst, capacity=False)
+    return fairness.int_targets(inst)
 
 def _lp_bound(r, res, v, A, lo, hi, time_limit, info):
     "The MILP of run r hit its time limit: return the LP relaxation's value (an upper bound) and record a note."
@@ -43,24 +46,36 @@ def offline_optimum(inst: Instance,              # a batch of R instances
                     return_info: bool = False,   # also return info: per-run status, incumbent, gap and notes
                    ):
     "OPT_fair per run (shape (R,)): max sum v y s.t. sum y <= k and the fairness targets, solved with HiGHS."
-    if on_infeasible not in ("raise", "-inf"): raise FairSelectionError(f"on_infeasible must be 'raise' or '-inf', got {on_infeasible!r}")
+    if on_infeasible not in ("raise", "-inf"):
+        raise FairSelectionError(f"on_infeasible must be 'raise' or '-inf', got {on_infeasible!r}")
     tg = _targets(inst, fairness)
-    vals = np.zeros(inst.R); sol = np.zeros((inst.R, inst.T))
+    vals = np.zeros(inst.R)
+    sol = np.zeros((inst.R, inst.T))
     info = dict(status=np.full(inst.R, "optimal", dtype=object), incumbent=np.full(inst.R, np.nan),
                 gap=np.zeros(inst.R), notes=[])
     for r in range(inst.R):
         v, C = inst.values[r], inst.classes[r]
         if fairness is None or not tg[r].any():                   # top-k in closed form
-            idx = np.argsort(-v, kind="stable")[:inst.k]; sol[r, idx] = 1; vals[r] = v[idx].sum()
+            idx = np.argsort(-v, kind="stable")[:inst.k]
+            sol[r, idx] = 1
+            vals[r] = v[idx].sum()
             info["incumbent"][r] = vals[r]
             continue
         A = vstack([csr_matrix(np.ones((1, inst.T))), csr_matrix(C.T.astype(float))])
-        lo = np.concatenate([[0.0], tg[r]]); hi = np.concatenate([[inst.k], np.full(inst.M, np.inf)])
-        res = milp(-v, constraints=LinearConstraint(A, lo, hi), bounds=Bounds(0, 1),
-                   integrality=np.ones(inst.T) if integral else None, options=dict(time_limit=time_limit, mip_rel_gap=1e-7))
+        lo = np.concatenate([[0.0], tg[r]])
+        hi = np.concatenate([[inst.k], np.full(inst.M, np.inf)])
+        res = milp(
+            -v,
+            constraints=LinearConstraint(A, lo, hi),
+            bounds=Bounds(0, 1),
+            integrality=np.ones(inst.T) if integral else None,
+            options=dict(time_limit=time_limit, mip_rel_gap=1e-7),
+        )
         if res.status == 2:                                        # no selection of <= k agents meets the targets
             info["status"][r] = "infeasible"
-            if on_infeasible == "-inf": vals[r] = -np.inf; continue
+            if on_infeasible == "-inf":
+                vals[r] = -np.inf
+                continue
             raise FairSelectionError(f"fairness targets infeasible in run {r}: no selection of <= k = {inst.k} agents "
                                      f"meets them, even crediting a multi-class agent to all its classes")
         if res.status == 1 and integral:                           # MILP time limit: the LP bound, with a note
@@ -68,7 +83,8 @@ def offline_optimum(inst: Instance,              # a batch of R instances
             continue
         if res.status != 0 or res.x is None:
             raise FairSelectionError(f"offline optimum of run {r} failed: {res.message} (status {res.status})")
-        vals[r] = -res.fun; sol[r] = np.round(res.x) if integral else res.x
+        vals[r] = -res.fun
+        sol[r] = np.round(res.x) if integral else res.x
         info["incumbent"][r] = vals[r]
     out = (vals,) + ((sol,) if return_solution else ()) + ((info,) if return_info else ())
     return out[0] if len(out) == 1 else out
@@ -77,7 +93,8 @@ def offline_optimum(inst: Instance,              # a batch of R instances
 def brute_force_optimum(inst: Instance, fairness=None) -> np.ndarray:
     "OPT_fair per run by enumerating every subset of size <= k (tiny T only)."
     if inst.T > 16: raise FairSelectionError(f"brute force is for T <= 16, got T = {inst.T}")
-    tg = _targets(inst, fairness); out = np.full(inst.R, -np.inf)
+    tg = _targets(inst, fairness)
+    out = np.full(inst.R, -np.inf)
     for r in range(inst.R):
         v, C = inst.values[r], inst.classes[r].astype(int)
         for size in range(inst.k + 1):

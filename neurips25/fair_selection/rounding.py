@@ -33,8 +33,10 @@ def rounding_step(kappa: int,   # current sale-unit index (1-based): the next un
                  ) -> tuple[int, int]:
     "The paper's ROUNDING(kappa, z_n, z_p, x) for one agent: (y_t, next kappa); unit kappa sits at kappa - 1 + u0."
     kappa = check_int(kappa, "kappa (the 1-based index of the next unit)", 1)
-    if not (np.isfinite(z_p) and np.isfinite(z_n) and z_p >= 0): raise FairSelectionError(f"need finite levels 0 <= z_p <= z_n, got {z_p}, {z_n}")
-    if not (0 <= x <= 1 + 1e-12) or abs((z_n - z_p) - x) > 1e-9: raise FairSelectionError("need 0 <= x = z_n - z_p <= 1")
+    if not (np.isfinite(z_p) and np.isfinite(z_n) and z_p >= 0):
+        raise FairSelectionError(f"need finite levels 0 <= z_p <= z_n, got {z_p}, {z_n}")
+    if not (0 <= x <= 1 + 1e-12) or abs((z_n - z_p) - x) > 1e-9:
+        raise FairSelectionError("need 0 <= x = z_n - z_p <= 1")
     if not (0 <= u0 < 1): raise FairSelectionError(f"u0 must be in [0, 1), got {u0}")
     p = kappa - 1 + u0                                      # the point of unit kappa on the cumulative mass axis
     y = int(z_p <= p < z_n)
@@ -88,11 +90,15 @@ def exact_marginals(x) -> np.ndarray:
 # %% ../../nbs/p02_fair_selection/04_rounding.ipynb #451a70db
 ROUNDINGS = ("lossless", "independent")
 
-def round_allocation(frac: Allocation, rng=None, n_draws: int = 1, rounding: str = "lossless", name: str | None = None) -> Allocation:
-    "Round a fractional Allocation online; the result holds n_draws draws per instance (draw-major: run r of draw d at d*R + r)."
+def round_allocation(
+    frac: Allocation, rng=None, n_draws: int = 1, rounding: str = "lossless", name: str | None = None
+) -> Allocation:
+    ("Round a fractional Allocation online; the result holds n_draws draws per instance (draw-major: run r of draw d "
+     "at d*R + r).")
     if frac.integral: raise FairSelectionError("round_allocation needs a fractional allocation")
     if rounding not in ROUNDINGS: raise FairSelectionError(f"rounding must be one of {ROUNDINGS}, got {rounding!r}")
-    if not isinstance(n_draws, (int, np.integer)) or n_draws < 1: raise FairSelectionError(f"n_draws must be an integer >= 1, got {n_draws!r}")
+    if not isinstance(n_draws, (int, np.integer)) or n_draws < 1:
+        raise FairSelectionError(f"n_draws must be an integer >= 1, got {n_draws!r}")
     rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
     I = frac.inst
     X = np.tile(frac.x, (n_draws, 1))
@@ -106,15 +112,21 @@ def rounded_stats(frac: Allocation, rng=None, n_draws: int = 1, rounding: str = 
     "Value (D, R), class counts (D, R, M) and units used (D, R) over n_draws roundings, in memory-bounded chunks."
     if frac.integral: raise FairSelectionError("rounded_stats needs a fractional allocation")
     if rounding not in ROUNDINGS: raise FairSelectionError(f"rounding must be one of {ROUNDINGS}, got {rounding!r}")
-    if not isinstance(n_draws, (int, np.integer)) or n_draws < 1: raise FairSelectionError(f"n_draws must be an integer >= 1, got {n_draws!r}")
+    if not isinstance(n_draws, (int, np.integer)) or n_draws < 1:
+        raise FairSelectionError(f"n_draws must be an integer >= 1, got {n_draws!r}")
     rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
-    I = frac.inst; R, T = I.values.shape; Cf = I.classes.astype(float)
-    per = max(1, int(max_elems) // (R * T)); out = dict(value=[], counts=[], used=[])
+    I = frac.inst
+    R, T = I.values.shape
+    Cf = I.classes.astype(float)
+    per = max(1, int(max_elems) // (R * T))
+    out = dict(value=[], counts=[], used=[])
     for start in range(0, n_draws, per):
-        d = min(per, n_draws - start); X = np.tile(frac.x, (d, 1))
+        d = min(per, n_draws - start)
+        X = np.tile(frac.x, (d, 1))
         Y = (lossless_round(X, rng=rng, capacity=I.k) if rounding == "lossless" else independent_round(X, rng, I.k))
         Y = Y.reshape(d, R, T).astype(float)
-        out["value"].append(np.einsum("drt,rt->dr", Y, I.values)); out["counts"].append(np.einsum("drt,rtm->drm", Y, Cf))
+        out["value"].append(np.einsum("drt,rt->dr", Y, I.values))
+        out["counts"].append(np.einsum("drt,rtm->drm", Y, Cf))
         out["used"].append(Y.sum(2))
     return {key: np.concatenate(v) for key, v in out.items()}
 
@@ -122,6 +134,8 @@ def r_setaside_gfq(inst: Instance, quotas, rng=None, n_draws: int = 1, rounding:
     "R-SETASIDE-GFQ (the paper's Alg. 1): FRAC-GFQ + lossless online rounding."
     return round_allocation(frac_gfq(inst, quotas, **kw), rng, n_draws, rounding)
 
-def r_setaside_pf(inst: Instance, beta: float, rng=None, n_draws: int = 1, rounding: str = "lossless", **kw) -> Allocation:
+def r_setaside_pf(
+    inst: Instance, beta: float, rng=None, n_draws: int = 1, rounding: str = "lossless", **kw
+) -> Allocation:
     "R-SETASIDE-PF (the paper's Alg. 3; reconstructed): fractional PF set-aside + lossless online rounding."
     return round_allocation(frac_pf(inst, beta, **kw), rng, n_draws, rounding)

@@ -38,14 +38,17 @@ def set_aside(inst: Instance,          # a batch of R instances
     pf = isinstance(fairness, PF)
     if pf:
         if release: raise FairSelectionError("release is not defined for PF (its targets move with the arrivals)")
-        release = False; beta = fairness.beta
+        release = False
+        beta = fairness.beta
         Th = float(inst.T if horizon is None else check_int(horizon, "horizon", 1))
         if Th < T: raise FairSelectionError(f"horizon {int(Th)} is shorter than the instance (T = {T} arrivals)")
         Rsv = float(int(np.ceil(beta * k - 1e-9)) if reserve is None else check_int(reserve, "reserve", 0))
         if Rsv > k: raise FairSelectionError(f"reserve {Rsv:g} exceeds capacity k = {k}")
         q = None
     else:
-        g = _as_gfq(fairness, inst); q = g.q[None]; Rsv = g.reserve
+        g = _as_gfq(fairness, inst)
+        q = g.q[None]
+        Rsv = g.reserve
         release = True if release is None else bool(release)
     Ks = k - Rsv
     eng = resolve_engine(engine, phi)
@@ -60,13 +63,22 @@ def set_aside(inst: Instance,          # a batch of R instances
         if integral: Wv = None
         elif pc: Wv = np.ascontiguousarray(phi.check(inst).inv_classes(inst.values, inst.classes).T)
         else: Wv = np.asarray(phi.inv(Vt), dtype=float)                         # phi^{-1}(v_t), precomputed
-        s = np.zeros((M, R)); r = np.zeros(R); u = np.zeros(R); n = np.zeros((M, R)); N = np.zeros(R)
-        x = np.zeros((T, R)); xr = np.zeros((T, R)); ar = np.arange(R); room1 = np.ones(R)
+        s = np.zeros((M, R))
+        r = np.zeros(R)
+        u = np.zeros(R)
+        n = np.zeros((M, R))
+        N = np.zeros(R)
+        x = np.zeros((T, R))
+        xr = np.zeros((T, R))
+        ar = np.arange(R)
+        room1 = np.ones(R)
         qq = None if pf else q.T                                                   # (M, 1)
         for t in range(T):
-            cf = Cf[t]; v = Vt[t]
+            cf = Cf[t]
+            v = Vt[t]
             if pf:
-                n += cf; N += cf.sum(0)
+                n += cf
+                N += cf.sum(0)
                 tgt = np.minimum(n, beta * k * n * (t + 1) / (np.maximum(N, 1.0) * Th))  # e_c(t), e_c(T) = tau_c
             else: tgt = qq
             d = np.maximum(tgt - s, 0.0) * cf                                      # deficiencies of the agent's classes
@@ -91,10 +103,15 @@ def set_aside(inst: Instance,          # a batch of R instances
             u += xs
             if charging == "single": s[first, ar] += xs
             else: s += xs * cf
-            x[t] = a + xs; xr[t] = a
+            x[t] = a + xs
+            xr[t] = a
         x, xr, s = np.ascontiguousarray(x.T), np.ascontiguousarray(xr.T), s.T
     if name is None:
-        name = ("D-SETASIDE" if integral else "FRAC") + ("-PF" if pf else "-GFQ") + ("" if charging == "multi" else "-single")
+        name = (
+            ("D-SETASIDE" if integral else "FRAC")
+            + ("-PF" if pf else "-GFQ")
+            + ("" if charging == "multi" else "-single")
+        )
     Cf = inst.classes.astype(float)
     z = np.einsum("rt,rti,rtj->rij", x, Cf, Cf)                              # pairwise utilisations z^{i,j}
     return Allocation(name, inst, x, integral, xr, np.ascontiguousarray(s), r, dict(z_pairs=z, release=release, phi=phi,
@@ -112,7 +129,8 @@ def d_setaside_gfq(inst: Instance, quotas, phi=None, charging: str = "multi", re
 
 def frac_pf(inst: Instance, beta: float, phi=None, reserve: int | None = None, horizon: int | None = None,
             engine: str = "auto") -> Allocation:
-    "Fractional part of R-SETASIDE-PF (the paper's Alg. 3; reconstructed): accruing proportional entitlements, reserve ceil(beta k)."
+    ("Fractional part of R-SETASIDE-PF (the paper's Alg. 3; reconstructed): accruing proportional entitlements, "
+     "reserve ceil(beta k).")
     return set_aside(inst, beta if isinstance(beta, PF) else PF(beta), False, phi, "multi", None, reserve,
                      horizon=horizon, engine=engine)
 
@@ -135,16 +153,24 @@ def random_selection(inst: Instance, rng=0) -> Allocation:
 # %% ../../nbs/p02_fair_selection/03_setaside.ipynb #fa68ab7b
 def frac_gfq_loop(values, class_sets, k: int, quotas, L: float, U: float, release: bool = True) -> list[float]:
     "FRAC-GFQ for one instance, agent by agent in plain Python (reference / naive baseline)."
-    phi = OneWayTradingThreshold(L, U); q = [float(x) for x in quotas]
-    Rsv = sum(q); Ks = k - Rsv; s = [0.0] * len(q); r = 0.0; u = 0.0; out = []
+    phi = OneWayTradingThreshold(L, U)
+    q = [float(x) for x in quotas]
+    Rsv = sum(q)
+    Ks = k - Rsv
+    s = [0.0] * len(q)
+    r = 0.0
+    u = 0.0
+    out = []
     for v, cs in zip(values, class_sets):
-        a = min(1.0, max([q[c] - s[c] for c in cs] + [0.0]), Rsv - r); a = max(a, 0.0)
+        a = min(1.0, max([q[c] - s[c] for c in cs] + [0.0]), Rsv - r)
+        a = max(a, 0.0)
         r += a
         for c in cs: s[c] += a
         K = Ks + (max(Rsv - r - sum(max(qc - sc, 0.0) for qc, sc in zip(q, s)), 0.0) if release else 0.0)
         xs = 0.0
         if K > 1e-12:
-            w = u / K; target = float(phi.inv(v))
+            w = u / K
+            target = float(phi.inv(v))
             xs = max(min(target, w + (1.0 - a) / K) - w, 0.0) * K
             xs = min(xs, max(K - u, 0.0))
         u += xs

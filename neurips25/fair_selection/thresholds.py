@@ -16,7 +16,8 @@ class OneWayTradingThreshold:
     "phi(w) = L below w0 = 1/(1+ln theta), (L/e)(e theta)^w above: ratio 1 + ln theta (Zhou et al. 2008)."
     def __init__(self, L: float, U: float):
         L, U = float(L), float(U)
-        if not (np.isfinite(L) and np.isfinite(U) and 0 < L <= U): raise FairSelectionError(f"need 0 < L <= U, got {L}, {U}")
+        if not (np.isfinite(L) and np.isfinite(U) and 0 < L <= U):
+            raise FairSelectionError(f"need 0 < L <= U, got {L}, {U}")
         self.L, self.U, self.theta = L, U, U / L
         self.w0 = 1.0 / (1.0 + np.log(self.theta))                     # w0 = 1/(1 + ln theta)
     @property
@@ -38,14 +39,17 @@ class OneWayTradingThreshold:
 class GreedyThreshold:
     "Price 0 until the pool is full: first-come, first-served."
     ratio = np.inf
-    def __call__(self, w): w = np.asarray(w, dtype=float); return np.where(w > 1 + 1e-12, np.inf, 0.0)
+    def __call__(self, w):
+        w = np.asarray(w, dtype=float)
+        return np.where(w > 1 + 1e-12, np.inf, 0.0)
     def inv(self, v): return np.ones_like(np.asarray(v, dtype=float))
     def __repr__(self): return "GreedyThreshold()"
 
 # %% ../../nbs/p02_fair_selection/02_thresholds.ipynb #17117194
 def frac_take(phi, v, used, cap, room, target=None):
     "Units an agent of value v takes from a pool: cap * (min(phi^-1(v), w + room/cap) - w)^+, w = used/cap."
-    cap = np.asarray(cap, dtype=float); safe = np.where(cap > 0, cap, 1.0)
+    cap = np.asarray(cap, dtype=float)
+    safe = np.where(cap > 0, cap, 1.0)
     w = used / safe
     target = phi.inv(v) if target is None else target          # phi^{-1}(v), may be precomputed for a whole batch
     x = safe * np.maximum(np.minimum(target, w + room / safe) - w, 0.0)
@@ -53,7 +57,8 @@ def frac_take(phi, v, used, cap, room, target=None):
 
 def det_accept(phi, v, used, cap, room, member=None):
     "Deterministic rule: accept (1 unit) iff room >= 1, a unit is free and v >= lambda_i = phi((used + 1)/cap)."
-    cap = np.asarray(cap, dtype=float); safe = np.where(cap > 0, cap, 1.0)
+    cap = np.asarray(cap, dtype=float)
+    safe = np.where(cap > 0, cap, 1.0)
     ok = (room >= 1 - 1e-9) & (used + 1 <= cap + 1e-9)
     price = phi.price((used + 1) / safe, member) if getattr(phi, "per_class", False) else phi((used + 1) / safe)
     return (ok & (v >= price)).astype(float)
@@ -71,18 +76,28 @@ class Allocation:
     reserve_used: np.ndarray | None = None  # (R,) reserve units consumed (charged)
     extra: dict = field(default_factory=dict)
     @property
-    def value(self) -> np.ndarray: "Welfare per run, (R,)."; return welfare(self.inst, self.x)
+    def value(self) -> np.ndarray:
+        "Welfare per run, (R,)."
+        return welfare(self.inst, self.x)
     @property
-    def counts(self) -> np.ndarray: "Selected count per class, (R, M) (multi-class agents count for each class)."; return class_counts(self.inst, self.x)
+    def counts(self) -> np.ndarray:
+        "Selected count per class, (R, M) (multi-class agents count for each class)."
+        return class_counts(self.inst, self.x)
     @property
-    def used(self) -> np.ndarray: "Units used per run, (R,)."; return self.x.sum(1)
+    def used(self) -> np.ndarray:
+        "Units used per run, (R,)."
+        return self.x.sum(1)
     def __repr__(self):
-        return f"Allocation({self.name}, R={self.inst.R}, mean value {self.value.mean():.4g}, max used {self.used.max():.4g}/{self.inst.k})"
+        return (f"Allocation({self.name}, R={self.inst.R}, mean value {self.value.mean():.4g}, max used "
+                f"{self.used.max():.4g}/{self.inst.k})")
 
 def threshold_only(inst: Instance, phi=None, integral: bool = False) -> Allocation:
     "Fairness-agnostic threshold policy on all k units (fractional: ratio 1 + ln theta; integral: lambda_i = phi(i/k))."
     phi = OneWayTradingThreshold(inst.L, inst.U) if phi is None else phi
-    R, T = inst.values.shape; used = np.zeros(R); cap = np.full(R, float(inst.k)); one = np.ones(R)
+    R, T = inst.values.shape
+    used = np.zeros(R)
+    cap = np.full(R, float(inst.k))
+    one = np.ones(R)
     x = np.zeros((R, T))
     pc = getattr(phi, "per_class", False)
     W = phi.check(inst).inv_classes(inst.values, inst.classes) if pc else None   # (R, T) per-class phi^{-1}
@@ -98,12 +113,15 @@ class PerClassThreshold:
     "One one-way-trading threshold per class j on [L_j, U_j] (theta_j = U_j / L_j); an agent uses its best class."
     per_class = True
     def __init__(self, L, U):
-        L = np.asarray(L, dtype=float); U = np.asarray(U, dtype=float)
+        L = np.asarray(L, dtype=float)
+        U = np.asarray(U, dtype=float)
         if L.ndim != 1 or L.shape != U.shape or len(L) < 1:
             raise FairSelectionError(f"L and U must be 1-D of the same length (one entry per class), got shapes "
                                      f"{L.shape} and {U.shape}")
         if not (np.isfinite(L).all() and np.isfinite(U).all() and (L > 0).all() and (L <= U).all()):
-            raise FairSelectionError(f"need 0 < L_j <= U_j (finite) for every class, got L={L.tolist()}, U={U.tolist()}")
+            raise FairSelectionError(
+                f"need 0 < L_j <= U_j (finite) for every class, got L={L.tolist()}, U={U.tolist()}"
+            )
         self.L, self.U, self.theta = L, U, U / L
         self.parts = [OneWayTradingThreshold(lo, hi) for lo, hi in zip(L, U)]
     @property
@@ -113,7 +131,8 @@ class PerClassThreshold:
         "Per-class guarantee 1 + ln theta_j on a stream of class j alone."
         return 1.0 + np.log(self.theta)
     def check(self, inst: Instance) -> "PerClassThreshold":
-        if inst.M != self.M: raise FairSelectionError(f"{self.M} class thresholds for instances with M = {inst.M} classes")
+        if inst.M != self.M:
+            raise FairSelectionError(f"{self.M} class thresholds for instances with M = {inst.M} classes")
         return self
     def inv_classes(self, v, member):
         "max over the agent's classes of phi_j^{-1}(v): v of shape S, member (S + (M,)) boolean."

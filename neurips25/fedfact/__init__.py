@@ -14,7 +14,8 @@ from .metrics import disparity, evaluate
 from .bayes import FairSpec, FairProblem, fair_lp, InfeasibleError, closest_feasible, check_feasible
 from .post import fedfact_post, PostResult
 from .inproc import fedfact_in, InResult
-from .baselines import fairfed, fedfb_style, local_threshold, lp_oracle, blind_lp_oracle, central_threshold
+from .baselines import (fairfed, fedfb_style, local_threshold, lp_oracle, blind_lp_oracle,
+                                         central_threshold)
 from .experiment import run_setting, run_tradeoff, run_eo_comparison, PAPER_TABLE2
 _all_ = ["FedDataset", "load_federated", "dirichlet_split", "hetero_split", "synthetic_federated", "fedavg", "FedModel",
          "make_model", "disparity", "evaluate", "FairSpec", "FairProblem", "fair_lp", "InfeasibleError",

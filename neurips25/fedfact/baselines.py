@@ -15,16 +15,31 @@ __all__ = ['NOT_REPRODUCED', 'reweighing_weights', 'fairfed_weights', 'fairfed',
            'central_threshold', 'lp_oracle', 'joint_dataset', 'blind_lp_oracle']
 
 # %% ../../nbs/p12_fedfact/06_baselines.ipynb #6c274697
-NOT_REPRODUCED = pd.DataFrame([
-    dict(method="FCFL", reference="Cui et al., NeurIPS 2021",
-         reason="multi-objective min–max with per-round Pareto QPs; hyper-parameters not reported; no code offline"),
-    dict(method="praFFL", reference="preference-aware fair FL, 2024",
-         reason="preference-conditioned hypernetworks; no code or configuration offline"),
-    dict(method="Cost", reference="Duan et al., 2025",
-         reason="named only as an LP post-processing; its cost model is not described (our centralised LP oracle is a related reference, not a reproduction)"),
-    dict(method="FedFB (exact)", reference="Zeng et al., 2021",
-         reason="FairBatch step sizes not reported; we run a FedFB-style exponentiated-gradient reweighting instead"),
-])
+NOT_REPRODUCED = pd.DataFrame(
+    [
+        dict(
+            method="FCFL",
+            reference="Cui et al., NeurIPS 2021",
+            reason="multi-objective min–max with per-round Pareto QPs; hyper-parameters not reported; no code offline",
+        ),
+        dict(
+            method="praFFL",
+            reference="preference-aware fair FL, 2024",
+            reason="preference-conditioned hypernetworks; no code or configuration offline",
+        ),
+        dict(
+            method="Cost",
+            reference="Duan et al., 2025",
+            reason="named only as an LP post-processing; its cost model is not described (our centralised LP oracle is "
+                   "a related reference, not a reproduction)",
+        ),
+        dict(
+            method="FedFB (exact)",
+            reference="Zeng et al., 2021",
+            reason="FairBatch step sizes not reported; we run a FedFB-style exponentiated-gradient reweighting instead",
+        ),
+    ]
+)
 
 # %% ../../nbs/p12_fedfact/06_baselines.ipynb #a2142fa7
 def reweighing_weights(ds: FedDataset) -> np.ndarray:
@@ -36,7 +51,10 @@ def reweighing_weights(ds: FedDataset) -> np.ndarray:
         a, y = ds.a[m], ds.y[m]
         pa = np.bincount(a, minlength=ds.n_groups) / m.sum()
         py = np.bincount(y, minlength=ds.n_classes) / m.sum()
-        pay = np.bincount(a * ds.n_classes + y, minlength=ds.n_groups * ds.n_classes).reshape(ds.n_groups, ds.n_classes) / m.sum()
+        pay = (
+            np.bincount(a * ds.n_classes + y, minlength=ds.n_groups * ds.n_classes).reshape(ds.n_groups, ds.n_classes)
+            / m.sum()
+        )
         w[m] = pa[a] * py[y] / pay[a, y]
     return w
 
@@ -93,7 +111,9 @@ class _ScoreModel(ClassifierMixin, BaseEstimator):
     "A prefit scorer for fairlearn: column 0 of X is the FedAvg probability of class 1."
     def __init__(self): self.classes_ = np.array([0, 1])           # marks the estimator as fitted (prefit)
     def fit(self, X, y): return self
-    def predict_proba(self, X): s = np.asarray(X)[:, 0]; return np.stack([1 - s, s], 1)
+    def predict_proba(self, X):
+        s = np.asarray(X)[:, 0]
+        return np.stack([1 - s, s], 1)
     def predict(self, X): return (np.asarray(X)[:, 0] >= 0.5).astype(int)
 
 def local_threshold(cal: FedDataset,          # calibration (training) data of the clients
@@ -104,7 +124,8 @@ def local_threshold(cal: FedDataset,          # calibration (training) data of t
                    ) -> np.ndarray:
     "Per-client fairlearn ThresholdOptimizer (demographic parity, accuracy objective): decisions on test."
     from fairlearn.postprocessing import ThresholdOptimizer
-    if cal.n_classes != 2: raise ValueError("local_threshold supports binary labels only (fairlearn ThresholdOptimizer)")
+    if cal.n_classes != 2:
+        raise ValueError("local_threshold supports binary labels only (fairlearn ThresholdOptimizer)")
     out = np.zeros(len(test), dtype=np.int64)
     for c in range(cal.n_clients):
         mc, mt = cal.k == c, test.k == c
@@ -126,11 +147,14 @@ def central_threshold(cal: FedDataset,          # calibration (training) data, p
                      ) -> np.ndarray:
     "Centralised fairlearn ThresholdOptimizer (exact parity, accuracy objective) on pooled data: decisions on test."
     from fairlearn.postprocessing import ThresholdOptimizer
-    if cal.n_classes != 2: raise ValueError("central_threshold supports binary labels only (fairlearn ThresholdOptimizer)")
+    if cal.n_classes != 2:
+        raise ValueError("central_threshold supports binary labels only (fairlearn ThresholdOptimizer)")
     to = ThresholdOptimizer(estimator=_ScoreModel(), constraints=constraints, objective="accuracy_score",
                             prefit=True, predict_method="predict_proba")
     to.fit(np.asarray(cal_score)[:, None], cal.y, sensitive_features=cal.a)
-    return np.asarray(to.predict(np.asarray(test_score)[:, None], sensitive_features=test.a, random_state=seed)).astype(np.int64)
+    return np.asarray(to.predict(np.asarray(test_score)[:, None], sensitive_features=test.a, random_state=seed)).astype(
+        np.int64
+    )
 
 # %% ../../nbs/p12_fedfact/06_baselines.ipynb #acdc9736
 def lp_oracle(cal_eta: np.ndarray,  # (n, m) aware FedAvg scores on the calibration data

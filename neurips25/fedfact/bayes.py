@@ -36,7 +36,8 @@ class Priors:
 def joint_from_labels(a: np.ndarray, y: np.ndarray,  # (n,) groups and labels
                       n_groups: int, n_classes: int) -> np.ndarray:
     "Q_i = e_{a_i} e_{y_i}^T, shape (n, G, m): labelled data as a degenerate joint posterior."
-    Q = np.zeros((len(a), n_groups, n_classes)); Q[np.arange(len(a)), a, y] = 1.0
+    Q = np.zeros((len(a), n_groups, n_classes))
+    Q[np.arange(len(a)), a, y] = 1.0
     return Q
 
 def aware_posterior(eta: np.ndarray,   # (n, m) eta(x_i, a_i, k_i) = P(Y | x, a, k), e.g. an attribute-aware model
@@ -48,7 +49,8 @@ def aware_posterior(eta: np.ndarray,   # (n, m) eta(x_i, a_i, k_i) = P(Y | x, a,
     if eta.ndim != 2 or len(eta) != len(a): raise ValueError(f"eta has shape {eta.shape}, expected ({len(a)}, m)")
     if not np.isfinite(eta).all() or (eta < 0).any() or not np.allclose(eta.sum(1), 1, atol=1e-6):
         raise ValueError("eta rows must be probability vectors (finite, non-negative, summing to 1)")
-    Q = np.zeros((len(a), n_groups, eta.shape[1])); Q[np.arange(len(a)), a] = eta
+    Q = np.zeros((len(a), n_groups, eta.shape[1]))
+    Q[np.arange(len(a)), a] = eta
     return Q
 
 def priors_from(Q: np.ndarray,   # (n, G, m) joint posteriors (or labels as one-hot)
@@ -93,7 +95,8 @@ def constraint_matrices(metric: str,            # "dp" | "eop" | "eo"
                         need_global: bool = True,  # validate the cells the global constraints use
                         need_local: bool = True,   # validate the cells the local constraints use
                        ) -> tuple[np.ndarray, np.ndarray, list]:
-    "Global D_g (U, G, N, m, m), local D_l (N, U, G, m, m) and the list of units u, so that <D, C> are signed disparities."
+    ("Global D_g (U, G, N, m, m), local D_l (N, U, G, m, m) and the list of units u, so that <D, C> are signed "
+     "disparities.")
     if metric not in METRICS: raise ValueError(f"unknown metric {metric!r}: use one of {METRICS}")
     G, m, N = pr.p_ayk.shape
     p_ak, p_ay, p_y, p_yk, p_ayk = pr.p_ak, pr.p_ay, pr.p_y, pr.p_yk, pr.p_ayk
@@ -103,7 +106,8 @@ def constraint_matrices(metric: str,            # "dp" | "eop" | "eo"
                          "for every client and group (re-draw the split or merge clients)")
     if metric != "dp":
         if need_global and (p_ay <= 0).any():
-            a0, y0 = np.argwhere(p_ay <= 0)[0]; raise ValueError(f"no samples of group {a0} with label {y0}")
+            a0, y0 = np.argwhere(p_ay <= 0)[0]
+            raise ValueError(f"no samples of group {a0} with label {y0}")
         if need_local and (p_ayk <= 0).any():
             a0, y0, k0 = np.argwhere(p_ayk <= 0)[0]
             raise ValueError(f"client {k0} has no samples of group {a0} with label {y0} (needed by local {metric})")
@@ -111,15 +115,17 @@ def constraint_matrices(metric: str,            # "dp" | "eop" | "eo"
     with np.errstate(divide="ignore", invalid="ignore"):
         if metric == "dp":
             units = [(a, y) for a in range(G) for y in range(m)]
-            Dg = np.zeros((len(units), G, N, m, m)); Dl = np.zeros((N, len(units), G, m, m))
+            Dg = np.zeros((len(units), G, N, m, m))
+            Dl = np.zeros((N, len(units), G, m, m))
             p_k_a = p_ak / p_ak.sum(1, keepdims=True)                   # p_{k|a}
             p_a_k = p_ak / p_ak.sum(0, keepdims=True)                   # p_{a|k}
             for u, (a0, y) in enumerate(units):
-                Dg[u, :, :, :, y] = (eye[a0][:, None] * p_k_a[a0][None] - p_ak)[:, :, None]   # p_{k|a'}1[a=a'] - p_{a,k}
+                Dg[u, :, :, :, y] = (eye[a0][:, None] * p_k_a[a0][None] - p_ak)[:, :, None]  # p_{k|a'}1[a=a'] - p_{a,k}
                 Dl[:, u, :, :, y] = (eye[a0][None] - p_a_k.T)[:, :, None]                    # 1[a=a'] - p_{a|k}
         else:
             units = [(a, i, j) for a in range(G) for i in range(m) for j in range(m) if metric == "eo" or i == j]
-            Dg = np.zeros((len(units), G, N, m, m)); Dl = np.zeros((N, len(units), G, m, m))
+            Dg = np.zeros((len(units), G, N, m, m))
+            Dl = np.zeros((N, len(units), G, m, m))
             for u, (a0, i, j) in enumerate(units):
                 Dg[u, :, :, i, j] = eye[a0][:, None] * (p_ak[a0] / p_ay[a0, i])[None] - p_ak / p_y[i]
                 Dl[:, u, :, i, j] = (eye[a0][:, None] * (p_ak[a0] / p_ayk[a0, i])[None] - p_ak / p_yk[i][None]).T
@@ -160,7 +166,8 @@ class FairProblem:
     def _mask(self, lam, mu):
         lam = np.zeros(self.U) if lam is None or not self.use_g else np.asarray(lam, dtype=np.float64)
         mu = np.zeros((self.N, self.U)) if mu is None or not self.use_l else np.asarray(mu, dtype=np.float64)
-        if lam.shape != (self.U,) or mu.shape != (self.N, self.U): raise ValueError(f"duals must have shapes ({self.U},), ({self.N}, {self.U})")
+        if lam.shape != (self.U,) or mu.shape != (self.N, self.U):
+            raise ValueError(f"duals must have shapes ({self.U},), ({self.N}, {self.U})")
         return lam, mu
 
     def gain_matrices(self, lam=None, mu=None) -> np.ndarray:
@@ -181,7 +188,11 @@ class FairProblem:
     def linear_maps(self, Q, k) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         "V0 (n, m), Jg (n, U, m), Jl (n, U, m) with v_i = V0_i + lam @ Jg_i + mu_{k_i} @ Jl_i."
         w = Q / self.priors.p_ak[:, k].T[:, :, None]                     # Q_i[a, y] / p_{a, k_i}
-        Jg = -np.einsum("nay,unayj->nuj", w, self.Dg[:, :, k].transpose(0, 2, 1, 3, 4)) if self.use_g else np.zeros((len(k), self.U, self.m))
+        Jg = (
+            -np.einsum("nay,unayj->nuj", w, self.Dg[:, :, k].transpose(0, 2, 1, 3, 4))
+            if self.use_g
+            else np.zeros((len(k), self.U, self.m))
+        )
         Jl = -np.einsum("nay,nuayj->nuj", w, self.Dl[k]) if self.use_l else np.zeros((len(k), self.U, self.m))
         return Q.sum(1), Jg, Jl
 
@@ -224,11 +235,15 @@ def _constraint_rows(prob: FairProblem, Jg, Jl, k, n):
     rows, rhs, tags = [], [], []
     if prob.use_g:
         A = (-Jg / n).transpose(1, 0, 2).reshape(prob.U, -1)
-        rows.append(A); rhs.append(np.full(prob.U, prob.spec.xi_g)); tags += [("g", u) for u in range(prob.U)]
+        rows.append(A)
+        rhs.append(np.full(prob.U, prob.spec.xi_g))
+        tags += [("g", u) for u in range(prob.U)]
     if prob.use_l:
         for c in range(prob.N):
             A = ((-Jl / n) * (k == c)[:, None, None]).transpose(1, 0, 2).reshape(prob.U, -1)
-            rows.append(A); rhs.append(np.full(prob.U, prob.spec.xi_l)); tags += [("l", c, u) for u in range(prob.U)]
+            rows.append(A)
+            rhs.append(np.full(prob.U, prob.spec.xi_l))
+            tags += [("l", c, u) for u in range(prob.U)]
     return rows, rhs, tags
 
 def fair_lp(prob: FairProblem,   # the fair problem (spec + priors)
@@ -242,13 +257,15 @@ def fair_lp(prob: FairProblem,   # the fair problem (spec + priors)
     A_eq = sparse.kron(sparse.eye(n), np.ones((1, m)), format="csr")
     kw = {}
     if rows:
-        A = sparse.csr_matrix(np.vstack(rows)); b = np.concatenate(rhs)
+        A = sparse.csr_matrix(np.vstack(rows))
+        b = np.concatenate(rhs)
         kw = dict(A_ub=sparse.vstack([A, -A]).tocsr(), b_ub=np.r_[b, b])
     r = linprog(-V0.ravel() / n, A_eq=A_eq, b_eq=np.ones(n), bounds=(0, 1), method="highs", **kw)
     if r.status != 0: raise RuntimeError(f"LP failed: {r.message}")
     lam, mu = prob.zero_duals()
     if rows:
-        y = r.ineqlin.marginals; half = len(y) // 2
+        y = r.ineqlin.marginals
+        half = len(y) // 2
         signed = y[half:] - y[:half]                                     # lam^(1) - lam^(2) = (-y+) - (-y-)
         for s, t in zip(signed, tags):
             if t[0] == "g": lam[t[1]] = s
@@ -268,12 +285,21 @@ def closest_feasible(prob: FairProblem,  # the fair problem
     V0, Jg, Jl = prob.linear_maps(Q, k)
     rows, rhs, _ = _constraint_rows(prob, Jg, Jl, k, n)
     if not rows: return 0.0, prob.spec.xi_g, prob.spec.xi_l
-    A = sparse.csr_matrix(np.vstack(rows)); b = np.concatenate(rhs)
+    A = sparse.csr_matrix(np.vstack(rows))
+    b = np.concatenate(rhs)
     ones = sparse.csr_matrix(-np.ones((A.shape[0], 1)))
     A_ub = sparse.vstack([sparse.hstack([A, ones]), sparse.hstack([-A, ones])]).tocsr()   # |A h| <= b + t
     A_eq = sparse.hstack([sparse.kron(sparse.eye(n), np.ones((1, m))), sparse.csr_matrix((n, 1))]).tocsr()
     c = np.r_[np.zeros(n * m), 1.0]
-    r = linprog(c, A_ub=A_ub, b_ub=np.r_[b, b], A_eq=A_eq, b_eq=np.ones(n), bounds=[(0, 1)] * (n * m) + [(0, None)], method="highs")
+    r = linprog(
+        c,
+        A_ub=A_ub,
+        b_ub=np.r_[b, b],
+        A_eq=A_eq,
+        b_eq=np.ones(n),
+        bounds=[(0, 1)] * (n * m) + [(0, None)],
+        method="highs",
+    )
     if r.status != 0: raise RuntimeError(f"phase-one LP failed: {r.message}")
     t = max(0.0, float(r.x[-1]))
     return t, (prob.spec.xi_g + t if prob.use_g else None), (prob.spec.xi_l + t if prob.use_l else None)

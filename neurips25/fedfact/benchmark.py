@@ -17,10 +17,15 @@ __all__ = ['dual_eval_naive', 'dual_eval_fast', 'bench_dual', 'bench_post_vs_lp'
 # %% ../../nbs/p12_fedfact/08_benchmark.ipynb #3372cf16
 def dual_eval_naive(prob: FairProblem, Q: np.ndarray, k: np.ndarray, lam: np.ndarray, mu: np.ndarray, beta: float):
     "Smoothed dual, its lambda-gradient and mu-gradient, one sample at a time (the formulas as written)."
-    n = len(k); H = 0.0; g_lam = np.zeros(prob.U); g_mu = np.zeros((prob.N, prob.U))
+    n = len(k)
+    H = 0.0
+    g_lam = np.zeros(prob.U)
+    g_mu = np.zeros((prob.N, prob.U))
     M = prob.gain_matrices(lam, mu)
     for i in range(n):
-        a = int(Q[i].sum(1).argmax()); kk = int(k[i]); eta = Q[i, a]
+        a = int(Q[i].sum(1).argmax())
+        kk = int(k[i])
+        eta = Q[i, a]
         v = M[a, kk].T @ eta                                              # v = M(a,k)^T eta
         s = _softmax(v[None] / beta)[0]
         H += (v.max() + beta * np.log(np.exp((v - v.max()) / beta).sum())) / n
@@ -33,7 +38,8 @@ def dual_eval_fast(maps, k, N, lam, mu, beta):
     "The same through the linear maps: v = V0 + Jg lam + Jl mu_k (maps from FairProblem.linear_maps)."
     V0, Jg, Jl = maps
     v = V0 + np.einsum("nuj,u->nj", Jg, lam) + np.einsum("nuj,nu->nj", Jl, mu[k])
-    mx = v.max(1); H = (mx + beta * np.log(np.exp((v - mx[:, None]) / beta).sum(1))).mean()
+    mx = v.max(1)
+    H = (mx + beta * np.log(np.exp((v - mx[:, None]) / beta).sum(1))).mean()
     s = _softmax(v / beta)
     g_lam = np.einsum("nuj,nj->u", Jg, s) / len(k)
     per = np.einsum("nuj,nj->nu", Jl, s) / len(k)
@@ -48,11 +54,15 @@ def bench_dual(n: int = 4000, repeats: int = 3, seed: int = 0) -> dict:
     prob = FairProblem(FairSpec("dp", 0.02, 0.03), priors_from(Q, syn.k, 4))
     lam, mu = np.full(prob.U, 0.05), np.full((4, prob.U), 0.005)
     n_naive = min(n, 2000)
-    t = time.perf_counter(); dual_eval_naive(prob, Q[:n_naive], syn.k[:n_naive], lam, mu, 0.02); t_naive = time.perf_counter() - t
+    t = time.perf_counter()
+    dual_eval_naive(prob, Q[:n_naive], syn.k[:n_naive], lam, mu, 0.02)
+    t_naive = time.perf_counter() - t
     maps = prob.linear_maps(Q, syn.k)
     best = np.inf
     for _ in range(repeats):
-        t = time.perf_counter(); dual_eval_fast(maps, syn.k, 4, lam, mu, 0.02); best = min(best, time.perf_counter() - t)
+        t = time.perf_counter()
+        dual_eval_fast(maps, syn.k, 4, lam, mu, 0.02)
+        best = min(best, time.perf_counter() - t)
     return dict(n=n, naive_samples_per_s=n_naive / t_naive, fast_samples_per_s=n / best,
                 speedup=(n / best) / (n_naive / t_naive))
 
@@ -61,8 +71,12 @@ def bench_post_vs_lp(n: int = 12000, seed: int = 0) -> dict:
     syn = synthetic_federated(n=n, seed=seed)
     Q = aware_posterior(exact_eta(syn), syn.a, 2)
     spec = FairSpec("dp", 0.02, 0.03)
-    t = time.perf_counter(); r = fedfact_post(Q, syn.k, 4, spec, record_every=0); t_post = time.perf_counter() - t
-    t = time.perf_counter(); lp = fair_lp(r.problem, Q, syn.k); t_lp = time.perf_counter() - t
+    t = time.perf_counter()
+    r = fedfact_post(Q, syn.k, 4, spec, record_every=0)
+    t_post = time.perf_counter() - t
+    t = time.perf_counter()
+    lp = fair_lp(r.problem, Q, syn.k)
+    t_lp = time.perf_counter() - t
     P = r.predict(Q, syn.k, "soft")
     acc = (P * Q.sum(1)).sum(1).mean()
     return dict(n=n, post_s=t_post, lp_s=t_lp, post_acc=acc, lp_acc=lp.value, acc_gap=lp.value - acc,
@@ -70,7 +84,9 @@ def bench_post_vs_lp(n: int = 12000, seed: int = 0) -> dict:
 
 def main(argv=None):
     "Print the two benchmark tables."
-    ap = argparse.ArgumentParser(description="FedFACT benchmarks: dual evaluation throughput and post-processing vs. LP")
+    ap = argparse.ArgumentParser(
+        description="FedFACT benchmarks: dual evaluation throughput and post-processing vs. LP"
+    )
     ap.add_argument("--n", type=int, nargs="+", default=[4000, 16000, 64000], help="sample sizes")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)

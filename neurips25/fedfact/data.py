@@ -26,7 +26,9 @@ def int_codes(v,          # (n,) codes: integers, or floats with integer values 
         if not np.isfinite(v).all(): raise ValueError(f"{name} contains NaN or inf")
         if (v != np.round(v)).any():
             bad = v[v != np.round(v)][0]
-            raise ValueError(f"{name} must hold integer codes, got {float(bad)!r} (probabilities or scores are not codes)")
+            raise ValueError(
+                f"{name} must hold integer codes, got {float(bad)!r} (probabilities or scores are not codes)"
+            )
     return v.astype(np.int64)
 
 @dataclass
@@ -48,11 +50,13 @@ class FedDataset:
         n = len(self.y)
         if self.X.ndim != 2 or self.X.shape[0] != n: raise ValueError(f"X has shape {self.X.shape}, expected ({n}, d)")
         for nm in ("a", "k"):
-            if getattr(self, nm).shape != (n,): raise ValueError(f"{nm} has shape {getattr(self, nm).shape}, expected ({n},)")
+            if getattr(self, nm).shape != (n,):
+                raise ValueError(f"{nm} has shape {getattr(self, nm).shape}, expected ({n},)")
         if not np.isfinite(self.X).all(): raise ValueError("X contains NaN or inf")
         for nm, hi in (("a", self.n_groups), ("y", self.n_classes), ("k", self.n_clients)):
             v = getattr(self, nm)
-            if n and (v.min() < 0 or v.max() >= hi): raise ValueError(f"{nm} values must lie in [0, {hi}), got [{v.min()}, {v.max()}]")
+            if n and (v.min() < 0 or v.max() >= hi):
+                raise ValueError(f"{nm} values must lie in [0, {hi}), got [{v.min()}, {v.max()}]")
         if self.q is not None:
             if self.q.shape != (n, self.n_groups, self.n_classes):
                 raise ValueError(f"q has shape {self.q.shape}, expected ({n}, {self.n_groups}, {self.n_classes})")
@@ -75,8 +79,17 @@ class FedDataset:
         rows = []
         for c in range(self.n_clients):
             m = self.k == c
-            rows.append({"client": c, "n": int(m.sum()), **{f"n_a{g}": int((m & (self.a == g)).sum()) for g in range(self.n_groups)},
-                         **{f"P(y={j})": float((self.y[m] == j).mean()) if m.any() else np.nan for j in range(self.n_classes)}})
+            rows.append(
+                {
+                    "client": c,
+                    "n": int(m.sum()),
+                    **{f"n_a{g}": int((m & (self.a == g)).sum()) for g in range(self.n_groups)},
+                    **{
+                        f"P(y={j})": float((self.y[m] == j).mean()) if m.any() else np.nan
+                        for j in range(self.n_classes)
+                    },
+                }
+            )
         return pd.DataFrame(rows)
 
 # %% ../../nbs/p12_fedfact/00_data.ipynb #9cbf1658
@@ -122,18 +135,21 @@ def dirichlet_split(a: np.ndarray,               # (n,) sensitive group of every
                     concentration_scale: float = 2.0,  # Dir(scale * alpha), as in the authors' code
                     balance: bool = True,        # a client holding n/N samples already receives no more
                     max_tries: int = 2000,       # redraws before giving up (min_policy="redraw")
-                    min_policy: str = "redraw",  # "redraw": the authors' rejection; "reserve": min_per_group first, rest by Dirichlet
+                    min_policy: str = "redraw",  # "redraw": the authors' rejection; "reserve": min_per_group first,
+                                                 # rest by Dirichlet
                    ) -> np.ndarray:
     "Client index of every sample: per-group Dirichlet proportions over clients (FairFed / LoGofair scheme)."
     a = int_codes(a, "a")
     if not (np.isfinite(alpha) and alpha > 0): raise ValueError(f"alpha must be > 0 and finite, got {alpha}")
     if n_clients < 1: raise ValueError(f"n_clients must be >= 1, got {n_clients}")
-    if min_policy not in ("redraw", "reserve"): raise ValueError(f"unknown min_policy {min_policy!r}: use 'redraw' or 'reserve'")
+    if min_policy not in ("redraw", "reserve"):
+        raise ValueError(f"unknown min_policy {min_policy!r}: use 'redraw' or 'reserve'")
     groups = np.unique(a)
     if any((a == g).sum() < n_clients * min_per_group for g in groups):
         raise ValueError(f"a group has fewer than n_clients * min_per_group = {n_clients * min_per_group} samples")
     if min_policy == "reserve":                                  # always succeeds: min_per_group of every group first
-        k = np.full(len(a), -1, dtype=np.int64); held = np.zeros(n_clients, dtype=np.int64)
+        k = np.full(len(a), -1, dtype=np.int64)
+        held = np.zeros(n_clients, dtype=np.int64)
         for g in groups:
             idx = rng.permutation(np.nonzero(a == g)[0])
             base, rest = idx[:n_clients * min_per_group], idx[n_clients * min_per_group:]
@@ -152,10 +168,16 @@ def dirichlet_split(a: np.ndarray,               # (n,) sensitive group of every
             idx = rng.permutation(np.nonzero(a == g)[0])
             p = rng.dirichlet(np.full(n_clients, concentration_scale * alpha))
             if balance: p = p * (held < len(a) / n_clients)
-            if p.sum() <= 0: ok = False; break
+            if p.sum() <= 0:
+                ok = False
+                break
             parts = _cut(idx, p / p.sum())
-            if min(len(x) for x in parts) < min_per_group: ok = False; break
-            for c, part in enumerate(parts): k[part] = c; held[c] += len(part)
+            if min(len(x) for x in parts) < min_per_group:
+                ok = False
+                break
+            for c, part in enumerate(parts):
+                k[part] = c
+                held[c] += len(part)
         if ok: return k
     raise ValueError(f"could not draw a Dirichlet(alpha={alpha}) split in which every one of the {n_clients} clients "
                      f"holds >= {min_per_group} samples of every group after {max_tries} tries: "
@@ -217,7 +239,8 @@ def federate(X: np.ndarray, a: np.ndarray, y: np.ndarray,  # features, group, la
             raise ValueError(f"{nm} codes must be 0, 1, ..., G-1 with every value present, got {present.tolist()} "
                              "(re-code them, e.g. with np.unique(v, return_inverse=True))")
     rng = np.random.default_rng(seed)
-    if split == "dirichlet": k = dirichlet_split(a, n_clients, alpha, rng, min_per_group=min_per_group, min_policy=min_policy)
+    if split == "dirichlet":
+        k = dirichlet_split(a, n_clients, alpha, rng, min_per_group=min_per_group, min_policy=min_policy)
     elif split == "hetero": k = hetero_split(a, y, n_clients, rng, min_per_group=min_per_group)
     else: raise ValueError(f"unknown split {split!r}: use 'dirichlet' or 'hetero'")
     test = stratified_test_mask(k, a, test_frac, rng)
@@ -249,13 +272,17 @@ def synthetic_federated(n: int = 12000,          # samples over all clients
         pi = np.stack([first, 1 - first], 1)
     elif mix == "dirichlet":
         pi = rng.dirichlet(np.full(n_groups, alpha), n_clients)
-        pi = np.clip(pi, 1e-3, None); pi /= pi.sum(1, keepdims=True)   # every client keeps every group (p_{a,k} > 0)
+        # every client keeps every group (p_{a,k} > 0)
+        pi = np.clip(pi, 1e-3, None)
+        pi /= pi.sum(1, keepdims=True)
     else: raise ValueError(f"unknown mix {mix!r}")
     py_a = np.full((n_groups, n_classes), (1 - label_skew) / n_classes)
     py_a[np.arange(n_groups), np.arange(n_groups) % n_classes] += label_skew
     ang = 2 * np.pi * np.arange(n_classes) / n_classes
-    mus = np.zeros((n_classes, d)); mus[:, 0], mus[:, 1] = sep * np.cos(ang), sep * np.sin(ang)
-    deltas = np.zeros((n_groups, d)); deltas[:, -1] = shift * (np.arange(n_groups) - (n_groups - 1) / 2)
+    mus = np.zeros((n_classes, d))
+    mus[:, 0], mus[:, 1] = sep * np.cos(ang), sep * np.sin(ang)
+    deltas = np.zeros((n_groups, d))
+    deltas[:, -1] = shift * (np.arange(n_groups) - (n_groups - 1) / 2)
     k = rng.integers(0, n_clients, n)
     a = (rng.random(n)[:, None] > np.cumsum(pi[k], 1)).sum(1)
     y = (rng.random(n)[:, None] > np.cumsum(py_a[a], 1)).sum(1)
@@ -289,7 +316,9 @@ def load_federated(name: str,               # "adult" | "compas" | "synthetic"
     "Train and test FedDatasets for a named dataset and partition."
     if name in ("adult", "compas"):
         X, a, y, _ = load_tabular(name)
-        return federate(X, a, y, split, n_clients or PAPER_CLIENTS[name], alpha, seed=seed, name=name, min_policy=min_policy)
+        return federate(
+            X, a, y, split, n_clients or PAPER_CLIENTS[name], alpha, seed=seed, name=name, min_policy=min_policy
+        )
     if name == "synthetic":
         nc = n_clients or 4
         ds = synthetic_federated(n=n_synthetic, n_clients=nc, n_classes=n_classes, seed=seed,

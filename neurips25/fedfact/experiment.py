@@ -23,40 +23,102 @@ __all__ = ['PAPER_TABLE2', 'PAPER_NAME', 'METHODS', 'FAMILY', 'paper_row', 'run_
 # Table 2 of the paper (gamma = 0.5; Hetero rows at the bottom): accuracy %, D_global, D_local.
 PAPER_TABLE2 = {
     ("compas", "dirichlet"): {
-        "FedAvg": (69.73, .2766, .3590), "FairFed": (59.39, .1008, .1022), "FedFB": (58.09, .0879, .0983),
-        "FCFL": (56.53, .0646, .0614), "praFFL": (59.93, .0824, .0968), "Cost": (64.51, .0585, .0941),
-        "FedFACT^g (In)": (61.19, .0344, .0761), "FedFACT^l (In)": (61.81, .0600, .0636), "FedFACT^g&l (In)": (61.17, .0407, .0732),
-        "FedFACT^g (Post)": (67.27, .0128, .0660), "FedFACT^l (Post)": (67.49, .0315, .0552), "FedFACT^g&l (Post)": (67.33, .0139, .0641)},
+        "FedAvg": (69.73, 0.2766, 0.3590),
+        "FairFed": (59.39, 0.1008, 0.1022),
+        "FedFB": (58.09, 0.0879, 0.0983),
+        "FCFL": (56.53, 0.0646, 0.0614),
+        "praFFL": (59.93, 0.0824, 0.0968),
+        "Cost": (64.51, 0.0585, 0.0941),
+        "FedFACT^g (In)": (61.19, 0.0344, 0.0761),
+        "FedFACT^l (In)": (61.81, 0.0600, 0.0636),
+        "FedFACT^g&l (In)": (61.17, 0.0407, 0.0732),
+        "FedFACT^g (Post)": (67.27, 0.0128, 0.0660),
+        "FedFACT^l (Post)": (67.49, 0.0315, 0.0552),
+        "FedFACT^g&l (Post)": (67.33, 0.0139, 0.0641),
+    },
     ("adult", "dirichlet"): {
-        "FedAvg": (84.52, .1765, .2310), "FairFed": (80.73, .0983, .1434), "FedFB": (81.85, .0751, .1165),
-        "FCFL": (81.91, .0845, .1455), "praFFL": (80.96, .0591, .0763), "Cost": (81.09, .0262, .0590),
-        "FedFACT^g (In)": (82.05, .0015, .0408), "FedFACT^l (In)": (82.44, .0140, .0508), "FedFACT^g&l (In)": (82.04, .0014, .0401),
-        "FedFACT^g (Post)": (82.83, .0173, .0276), "FedFACT^l (Post)": (82.79, .0154, .0267), "FedFACT^g&l (Post)": (82.74, .0134, .0274)},
-    ("compas", "hetero"): {"FedAvg": (69.12, .2513, .4044), "FedFACT^g&l (In)": (61.44, .0676, .0789),
-                           "FedFACT^g&l (Post)": (64.41, .0408, .0680)},
-    ("adult", "hetero"): {"FedAvg": (85.34, .1596, .2358), "FedFACT^g&l (In)": (81.19, .0055, .0239),
-                          "FedFACT^g&l (Post)": (81.31, .0053, .0293)},
+        "FedAvg": (84.52, 0.1765, 0.2310),
+        "FairFed": (80.73, 0.0983, 0.1434),
+        "FedFB": (81.85, 0.0751, 0.1165),
+        "FCFL": (81.91, 0.0845, 0.1455),
+        "praFFL": (80.96, 0.0591, 0.0763),
+        "Cost": (81.09, 0.0262, 0.0590),
+        "FedFACT^g (In)": (82.05, 0.0015, 0.0408),
+        "FedFACT^l (In)": (82.44, 0.0140, 0.0508),
+        "FedFACT^g&l (In)": (82.04, 0.0014, 0.0401),
+        "FedFACT^g (Post)": (82.83, 0.0173, 0.0276),
+        "FedFACT^l (Post)": (82.79, 0.0154, 0.0267),
+        "FedFACT^g&l (Post)": (82.74, 0.0134, 0.0274),
+    },
+    ("compas", "hetero"): {
+        "FedAvg": (69.12, 0.2513, 0.4044),
+        "FedFACT^g&l (In)": (61.44, 0.0676, 0.0789),
+        "FedFACT^g&l (Post)": (64.41, 0.0408, 0.0680),
+    },
+    ("adult", "hetero"): {
+        "FedAvg": (85.34, 0.1596, 0.2358),
+        "FedFACT^g&l (In)": (81.19, 0.0055, 0.0239),
+        "FedFACT^g&l (Post)": (81.31, 0.0053, 0.0293),
+    },
     ("celeba", "dirichlet"): {
-        "FedAvg": (89.14, .1435, .1308), "FairFed": (81.85, .0704, .1058), "FedFB": (85.32, .1188, .0949),
-        "FCFL": (83.83, .0704, .1090), "praFFL": (85.45, .0731, .0862), "Cost": (85.60, .0314, .0577),
-        "FedFACT^g (In)": (86.49, .0205, .0544), "FedFACT^l (In)": (85.90, .0461, .0312), "FedFACT^g&l (In)": (86.15, .0382, .0473),
-        "FedFACT^g (Post)": (87.25, .0089, .0253), "FedFACT^l (Post)": (87.36, .0127, .0163), "FedFACT^g&l (Post)": (87.06, .0093, .0172)},
+        "FedAvg": (89.14, 0.1435, 0.1308),
+        "FairFed": (81.85, 0.0704, 0.1058),
+        "FedFB": (85.32, 0.1188, 0.0949),
+        "FCFL": (83.83, 0.0704, 0.1090),
+        "praFFL": (85.45, 0.0731, 0.0862),
+        "Cost": (85.60, 0.0314, 0.0577),
+        "FedFACT^g (In)": (86.49, 0.0205, 0.0544),
+        "FedFACT^l (In)": (85.90, 0.0461, 0.0312),
+        "FedFACT^g&l (In)": (86.15, 0.0382, 0.0473),
+        "FedFACT^g (Post)": (87.25, 0.0089, 0.0253),
+        "FedFACT^l (Post)": (87.36, 0.0127, 0.0163),
+        "FedFACT^g&l (Post)": (87.06, 0.0093, 0.0172),
+    },
     ("enem", "dirichlet"): {
-        "FedAvg": (67.56, .2620, .2462), "FairFed": (60.99, .1165, .1733), "FedFB": (64.35, .0814, .1326),
-        "FCFL": (61.07, .1260, .1189), "praFFL": (62.60, .0736, .0806), "Cost": (65.79, .0487, .0674),
-        "FedFACT^g (In)": (63.79, .0493, .0568), "FedFACT^l (In)": (63.93, .0434, .0487), "FedFACT^g&l (In)": (62.51, .0366, .0413),
-        "FedFACT^g (Post)": (66.15, .0175, .0181), "FedFACT^l (Post)": (66.54, .0197, .0240), "FedFACT^g&l (Post)": (66.52, .0162, .0184)},
-    ("celeba", "hetero"): {"FedAvg": (89.85, .1360, .1742), "FedFACT^g&l (In)": (86.38, .0355, .0634),
-                           "FedFACT^g&l (Post)": (87.75, .0088, .0247)},
-    ("enem", "hetero"): {"FedAvg": (67.45, .2037, .3068), "FedFACT^g&l (In)": (61.48, .0322, .0364),
-                         "FedFACT^g&l (Post)": (65.19, .0201, .0131)},
+        "FedAvg": (67.56, 0.2620, 0.2462),
+        "FairFed": (60.99, 0.1165, 0.1733),
+        "FedFB": (64.35, 0.0814, 0.1326),
+        "FCFL": (61.07, 0.1260, 0.1189),
+        "praFFL": (62.60, 0.0736, 0.0806),
+        "Cost": (65.79, 0.0487, 0.0674),
+        "FedFACT^g (In)": (63.79, 0.0493, 0.0568),
+        "FedFACT^l (In)": (63.93, 0.0434, 0.0487),
+        "FedFACT^g&l (In)": (62.51, 0.0366, 0.0413),
+        "FedFACT^g (Post)": (66.15, 0.0175, 0.0181),
+        "FedFACT^l (Post)": (66.54, 0.0197, 0.0240),
+        "FedFACT^g&l (Post)": (66.52, 0.0162, 0.0184),
+    },
+    ("celeba", "hetero"): {
+        "FedAvg": (89.85, 0.1360, 0.1742),
+        "FedFACT^g&l (In)": (86.38, 0.0355, 0.0634),
+        "FedFACT^g&l (Post)": (87.75, 0.0088, 0.0247),
+    },
+    ("enem", "hetero"): {
+        "FedAvg": (67.45, 0.2037, 0.3068),
+        "FedFACT^g&l (In)": (61.48, 0.0322, 0.0364),
+        "FedFACT^g&l (Post)": (65.19, 0.0201, 0.0131),
+    },
 }
 # our method name -> the paper's row it is compared with
 PAPER_NAME = {"FedAvg": "FedAvg", "FairFed": "FairFed", "FedFB-style": "FedFB"}
 
-METHODS = ["Constant", "FedAvg", "FedAvg (x,a)", "Reweigh", "FairFed", "FedFB-style", "LocalThreshold", "LP oracle", "LP blind",
-           "FedFACT^g (In)", "FedFACT^l (In)", "FedFACT^g&l (In)",
-           "FedFACT^g (Post)", "FedFACT^l (Post)", "FedFACT^g&l (Post)"]
+METHODS = [
+    "Constant",
+    "FedAvg",
+    "FedAvg (x,a)",
+    "Reweigh",
+    "FairFed",
+    "FedFB-style",
+    "LocalThreshold",
+    "LP oracle",
+    "LP blind",
+    "FedFACT^g (In)",
+    "FedFACT^l (In)",
+    "FedFACT^g&l (In)",
+    "FedFACT^g (Post)",
+    "FedFACT^l (Post)",
+    "FedFACT^g&l (Post)",
+]
 FAMILY = {"Constant": "trivial", "FedAvg": "FedAvg", "FedAvg (x,a)": "FedAvg", "Reweigh": "reweighting",
           "FairFed": "reweighting", "FedFB-style": "reweighting", "LocalThreshold": "local post-processing",
           "LP oracle": "centralised reference", "LP blind": "centralised reference"}
@@ -112,7 +174,8 @@ def run_setting(dataset: str,             # "adult" | "compas" | "synthetic" (ce
         elif name == "FedFB-style": add(name, fedfb_style(tr, **kw).predict(te), t0)
         elif name == "LocalThreshold":
             if tr.n_classes != 2: continue
-            _, p_tr, p_te = aware(); add(name, local_threshold(tr, p_tr[:, 1], te, p_te[:, 1], seed=seed), t0)
+            _, p_tr, p_te = aware()
+            add(name, local_threshold(tr, p_tr[:, 1], te, p_te[:, 1], seed=seed), t0)
         elif name == "LP oracle":
             _, p_tr, p_te = aware()
             prob, sol = lp_oracle(p_tr, tr, FairSpec(metric, eps, eps))
@@ -164,7 +227,15 @@ def run_tradeoff(dataset: str,                 # "adult" | "compas" | "synthetic
     Q_tr, Q_te = aware_posterior(p_tr, tr.a, tr.n_groups), aware_posterior(p_te, te.a, te.n_groups)
     rows = []
     def add(method, scope, eps, yhat_te, yhat_tr=None, t0=None):
-        r = dict(dataset=dataset, split=split, seed=seed, method=method, scope=scope, eps=eps, **evaluate(te, yhat_te, metric))
+        r = dict(
+            dataset=dataset,
+            split=split,
+            seed=seed,
+            method=method,
+            scope=scope,
+            eps=eps,
+            **evaluate(te, yhat_te, metric)
+        )
         if yhat_tr is not None:
             c = evaluate(tr, yhat_tr, metric)
             r.update(cal_acc=c["acc"], cal_D_global=c["D_global"], cal_D_local=c["D_local"])
@@ -201,7 +272,8 @@ def run_eo_comparison(dataset: str,              # "adult" | "compas"
                       temperature: float = 0.02, # FedFACT Post smoothing
                       data: tuple | None = None, # (train, test) to use instead of loading
                      ) -> pd.DataFrame:
-    "Test metrics of FedFACT Post (EOP/EO) beside the centralised LP and fairlearn's ThresholdOptimizer (equalized odds)."
+    ("Test metrics of FedFACT Post (EOP/EO) beside the centralised LP and fairlearn's ThresholdOptimizer (equalized "
+     "odds).")
     tr, te = data if data is not None else load_federated(dataset, split, alpha=alpha, seed=seed)
     if tr.n_classes != 2: raise ValueError("run_eo_comparison needs binary labels (fairlearn ThresholdOptimizer)")
     t0 = time.time()
@@ -209,12 +281,24 @@ def run_eo_comparison(dataset: str,              # "adult" | "compas"
     p_tr, p_te = fm.predict_proba(tr), fm.predict_proba(te)
     Q_tr, Q_te = aware_posterior(p_tr, tr.a, tr.n_groups), aware_posterior(p_te, te.a, te.n_groups)
     t_fit = time.time() - t0
-    t0 = time.time(); y_to = central_threshold(tr, p_tr[:, 1], te, p_te[:, 1], "equalized_odds", seed=seed); t_to = time.time() - t0
+    t0 = time.time()
+    y_to = central_threshold(tr, p_tr[:, 1], te, p_te[:, 1], "equalized_odds", seed=seed)
+    t_to = time.time() - t0
     const = np.full(len(te), np.bincount(tr.y, minlength=2).argmax())
     rows = []
     def add(metric, name, yhat, secs, **extra):
-        rows.append(dict(dataset=dataset, split=split, seed=seed, metric=metric, method=name, **evaluate(te, yhat, metric),
-                         seconds=secs, **extra))
+        rows.append(
+            dict(
+                dataset=dataset,
+                split=split,
+                seed=seed,
+                metric=metric,
+                method=name,
+                **evaluate(te, yhat, metric),
+                seconds=secs,
+                **extra
+            )
+        )
     for metric in metrics:
         add(metric, "Constant", const, 0.0)
         add(metric, "FedAvg (x,a)", p_te.argmax(1), t_fit)
@@ -223,5 +307,12 @@ def run_eo_comparison(dataset: str,              # "adult" | "compas"
             t0 = time.time()
             r = fedfact_post(Q_tr, tr.k, tr.n_clients, FairSpec.of(scope, eps, metric), rounds=post_rounds,
                              temperature=temperature, record_every=0)
-            add(metric, name, r.predict(Q_te, te.k), time.time() - t0, cal_excess=r.violation["excess"], flagged=r.flagged)
+            add(
+                metric,
+                name,
+                r.predict(Q_te, te.k),
+                time.time() - t0,
+                cal_excess=r.violation["excess"],
+                flagged=r.flagged,
+            )
     return pd.DataFrame(rows)

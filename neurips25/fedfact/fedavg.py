@@ -77,7 +77,8 @@ def fedavg(train: FedDataset,             # training samples of all clients
     if rounds < 1 or local_epochs < 1: raise ValueError("rounds and local_epochs must be >= 1")
     if optimizer not in ("adam", "sgd"): raise ValueError(f"unknown optimizer {optimizer!r}")
     dev = get_device(device)
-    torch.manual_seed(seed); rng = np.random.default_rng(seed)
+    torch.manual_seed(seed)
+    rng = np.random.default_rng(seed)
     Xin = torch.as_tensor(model_inputs(train, aware), device=dev)
     yt = torch.as_tensor(train.y, device=dev)
     w = np.ones(len(train)) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
@@ -85,7 +86,8 @@ def fedavg(train: FedDataset,             # training samples of all clients
         raise ValueError("sample_weight must be a finite non-negative array with one entry per sample")
     N = train.n_clients
     idx = [np.nonzero(train.k == c)[0] for c in range(N)]
-    if any(len(i) == 0 for i in idx): raise ValueError(f"client {[len(i) for i in idx].index(0)} has no training samples")
+    if any(len(i) == 0 for i in idx):
+        raise ValueError(f"client {[len(i) for i in idx].index(0)} has no training samples")
     omega = np.array([len(i) for i in idx], dtype=np.float64) / len(train)     # omega_k = p_k = n_k / n
     net = make_model(model, Xin.shape[1], train.n_classes, hidden).to(dev)
     fm = FedModel(net, aware, train.n_groups, dev)
@@ -104,7 +106,9 @@ def fedavg(train: FedDataset,             # training samples of all clients
         for c, wc in zip(sel, weights):
             with torch.no_grad():
                 for p, p0 in zip(net.parameters(), theta): p.copy_(p0)          # start from theta_t
-            opt = (torch.optim.Adam if optimizer == "adam" else torch.optim.SGD)(net.parameters(), lr=lr, weight_decay=weight_decay)
+            opt = (torch.optim.Adam if optimizer == "adam" else torch.optim.SGD)(
+                net.parameters(), lr=lr, weight_decay=weight_decay
+            )
             net.train()
             for _ in range(local_epochs):
                 perm = rng.permutation(idx[c])
@@ -113,7 +117,9 @@ def fedavg(train: FedDataset,             # training samples of all clients
                     wb = wt[bi]
                     if wb.sum() <= 0: continue
                     loss = (nn.functional.cross_entropy(net(Xin[bi]), yt[bi], reduction="none") * wb).sum() / wb.sum()
-                    opt.zero_grad(); loss.backward(); opt.step()
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
                     losses.append(loss.item())
             for acc_, p in zip(avg, net.parameters()): acc_ += float(wc) * p.detach()   # sum_k omega_k theta^(k)
         with torch.no_grad():

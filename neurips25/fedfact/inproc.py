@@ -62,7 +62,12 @@ class InResult:
             m_ = ds.k == c
             if not m_.any(): continue
             phis[c].eval()
-            p_phi = torch.softmax(phis[c](X[torch.as_tensor(np.nonzero(m_)[0], device=self.device)]), 1).cpu().double().numpy()
+            p_phi = (
+                torch.softmax(phis[c](X[torch.as_tensor(np.nonzero(m_)[0], device=self.device)]), 1)
+                .cpu()
+                .double()
+                .numpy()
+            )
             out[m_] = w[c] * p_theta[m_] + (1 - w[c]) * p_phi
         return out
 
@@ -94,14 +99,16 @@ def fedfact_in(train: FedDataset,        # labelled training samples of all clie
                n_ensemble: int = 1,      # N_h: the output mixes the classifiers of the last N_h rounds (Table 6)
                seed: int = 0,            # seed of initialisation, sampling and batches
                device: str = "auto",     # torch device
-               shuffle_clients: bool = False,  # visit the selected clients in a random order (results must not depend on it)
+               shuffle_clients: bool = False,  # visit the selected clients in a random order (results must not depend
+                                               # on it)
               ) -> InResult:
     "FedFACT in-processing (Alg. 1): cost-sensitive FedAvg of a shared + personal ensemble with federated dual ascent."
     if not 0 < client_frac <= 1: raise ValueError(f"client_frac must be in (0, 1], got {client_frac}")
     if rounds < 1 or local_steps < 1: raise ValueError("rounds and local_steps must be >= 1")
     if not 1 <= n_ensemble <= rounds: raise ValueError(f"n_ensemble must be in [1, rounds], got {n_ensemble}")
     dev = get_device(device)
-    torch.manual_seed(seed); rng = np.random.default_rng(seed)
+    torch.manual_seed(seed)
+    rng = np.random.default_rng(seed)
     G, m, N = train.n_groups, train.n_classes, train.n_clients
     Ql = joint_from_labels(train.a, train.y, G, m)
     prob = FairProblem(spec, priors_from(Ql, train.k, N))              # errors: client without a group, eps < 0
@@ -135,10 +142,11 @@ def fedfact_in(train: FedDataset,        # labelled training samples of all clie
         for c in order:
             ids = idx[c]
             crng = np.random.default_rng([seed, t, int(c)])                  # batches of client c in round t
-            theta.load_state_dict(theta0)                                     # every client starts from the broadcast theta^t
+            theta.load_state_dict(theta0)                               # every client starts from the broadcast theta^t
             # (1) current ensemble decision h^t_k on the client's data
             with torch.no_grad():
-                theta.eval(); phis[c].eval()
+                theta.eval()
+                phis[c].eval()
                 Xc = X[torch.as_tensor(ids, device=dev)]
                 f = w[c] * torch.softmax(theta(Xc), 1) + (1 - w[c]) * torch.softmax(phis[c](Xc), 1)
                 H = np.eye(m)[f.argmax(1).cpu().numpy()]
@@ -157,13 +165,18 @@ def fedfact_in(train: FedDataset,        # labelled training samples of all clie
             w[c] = 1.0 / (1.0 + (1 - w[c]) / w[c] * np.exp(-w_lr * (Lp - Lt)))
             w[c] = float(np.clip(w[c], 1e-3, 1 - 1e-3))
             # (6) R local steps on theta (from the broadcast) and phi_k
-            theta.load_state_dict(theta0); theta.train(); phis[c].train()       # (theta is still theta^t: no step yet)
+            # (theta is still theta^t: no step yet)
+            theta.load_state_dict(theta0)
+            theta.train()
+            phis[c].train()
             opt_t = torch.optim.Adam(theta.parameters(), lr=lr)
             for _ in range(local_steps):
                 b = crng.choice(ids, size=min(batch_size, len(ids)), replace=False)
                 for net, opt in ((theta, opt_t), (phis[c], opt_phi[c])):
                     loss = client_losses(net, b, Mb)
-                    opt.zero_grad(); loss.backward(); opt.step()
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
             for kk, v in theta.state_dict().items(): avg[kk] += float(pr.p_k[c] / wsum) * v.float()
         theta.load_state_dict(avg)                                                            # FedAvg of theta
         cg_round = last_dlam.sum(0)                                                           # c_g = sum_k share_k

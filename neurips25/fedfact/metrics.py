@@ -20,14 +20,18 @@ def as_prob_rows(yhat: np.ndarray,   # (n,) hard labels or (n, m) probability ro
     yhat = np.asarray(yhat)
     if yhat.ndim == 1:
         if yhat.dtype.kind == "f" and len(yhat) and (yhat != np.round(yhat)).any():
-            raise ValueError("1-D predictions must be integer labels, got non-integer values (scores or probabilities?): "
-                             f"pass hard labels, or probability rows of shape (n, {m}) (e.g. np.stack([1 - p, p], 1))")
+            raise ValueError(
+                "1-D predictions must be integer labels, got non-integer values (scores or probabilities?): "
+                f"pass hard labels, or probability rows of shape (n, {m}) (e.g. np.stack([1 - p, p], 1))"
+            )
         yhat = int_codes(yhat, "predicted labels")
         if len(yhat) and (yhat.min() < 0 or yhat.max() >= m): raise ValueError(f"predicted labels must lie in [0, {m})")
         return np.eye(m)[yhat]
-    if yhat.ndim != 2 or yhat.shape[1] != m: raise ValueError(f"predictions have shape {yhat.shape}, expected (n,) or (n, {m})")
+    if yhat.ndim != 2 or yhat.shape[1] != m:
+        raise ValueError(f"predictions have shape {yhat.shape}, expected (n,) or (n, {m})")
     if not np.isfinite(yhat).all(): raise ValueError("predictions contain NaN or inf")
-    if (yhat < -1e-9).any() or not np.allclose(yhat.sum(1), 1, atol=1e-6): raise ValueError("prediction rows must be probability vectors")
+    if (yhat < -1e-9).any() or not np.allclose(yhat.sum(1), 1, atol=1e-6):
+        raise ValueError("prediction rows must be probability vectors")
     return yhat
 
 def _rates(H, y, a, G, m, metric):
@@ -39,7 +43,8 @@ def _rates(H, y, a, G, m, metric):
             pop = H.mean(0)[None]                                              # P(Yhat=y)
         elif metric in ("eop", "eo"):
             # R[g, i, j] = P(Yhat=j | A=g, Y=i);  pop[i, j] = P(Yhat=j | Y=i)
-            R = np.full((G, m, m), np.nan); pop = np.full((m, m), np.nan)
+            R = np.full((G, m, m), np.nan)
+            pop = np.full((m, m), np.nan)
             for i in range(m):
                 yi = y == i
                 if yi.any(): pop[i] = H[yi].mean(0)
@@ -75,7 +80,8 @@ def disparity(y: np.ndarray,         # (n,) true labels
     if metric not in METRICS: raise ValueError(f"unknown metric {metric!r}: use one of {METRICS}")
     y, a, k = int_codes(y, "y"), int_codes(a, "a"), int_codes(k, "k")
     for nm, v, hi in (("a", a, n_groups), ("y", y, n_classes), ("k", k, n_clients)):
-        if len(v) and (v.min() < 0 or v.max() >= hi): raise ValueError(f"{nm} values must lie in [0, {hi}), got [{v.min()}, {v.max()}]")
+        if len(v) and (v.min() < 0 or v.max() >= hi):
+            raise ValueError(f"{nm} values must lie in [0, {hi}), got [{v.min()}, {v.max()}]")
     if not (len(y) == len(a) == len(k)): raise ValueError("y, a and k must have the same length")
     if len(y) == 0: raise ValueError("no samples")
     H = as_prob_rows(yhat, n_classes)
@@ -84,8 +90,11 @@ def disparity(y: np.ndarray,         # (n,) true labels
     c_sub, c_pair, und = np.full(n_clients, np.nan), np.full(n_clients, np.nan), g_und
     for c in range(n_clients):
         m_ = k == c
-        if not m_.any(): und += 1; continue
-        c_sub[c], c_pair[c], u = _gaps(*_rates(H[m_], y[m_], a[m_], n_groups, n_classes, metric)); und += u
+        if not m_.any():
+            und += 1
+            continue
+        c_sub[c], c_pair[c], u = _gaps(*_rates(H[m_], y[m_], a[m_], n_groups, n_classes, metric))
+        und += u
     nanmax = lambda v: float(np.nanmax(v)) if np.isfinite(v).any() else np.nan
     return dict(global_sub=g_sub, global_pair=g_pair, local_sub=nanmax(c_sub), local_pair=nanmax(c_pair),
                 client_sub=c_sub, client_pair=c_pair, undefined_cells=und)

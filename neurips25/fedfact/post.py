@@ -22,14 +22,17 @@ def prox_l1_ball(v: np.ndarray,   # point to map
     if bound < 0 or thresh < 0: raise ValueError("thresh and bound must be >= 0")
     u = np.maximum(np.abs(v) - thresh, 0.0)
     if u.sum() <= bound: return np.sign(v) * u
-    s = np.sort(u.ravel())[::-1]; css = np.cumsum(s); j = np.arange(1, s.size + 1)
+    s = np.sort(u.ravel())[::-1]
+    css = np.cumsum(s)
+    j = np.arange(1, s.size + 1)
     rho = np.nonzero(s - (css - bound) / j > 0)[0][-1]
     theta = (css[rho] - bound) / (rho + 1.0)
     return np.sign(v) * np.maximum(u - theta, 0.0)
 
 # %% ../../nbs/p12_fedfact/04_post.ipynb #593dfc1d
 def _softmax(z):
-    z = z - z.max(1, keepdims=True); e = np.exp(z)
+    z = z - z.max(1, keepdims=True)
+    e = np.exp(z)
     return e / e.sum(1, keepdims=True)
 
 @dataclass
@@ -41,7 +44,8 @@ class PostResult:
     temperature: float         # beta
     history: pd.DataFrame      # per recorded round: smoothed dual, soft constraint values
     lipschitz: dict = field(default_factory=dict)  # L for lambda and every mu_k
-    violation: dict = field(default_factory=dict)  # final soft rule on the calibration data: max |c_g|, max |c_l|, excess over eps
+    violation: dict = field(default_factory=dict)  # final soft rule on the calibration data: max |c_g|, max |c_l|,
+                                                   # excess over eps
     halvings: int = 0          # how often the safeguard halved the steps
 
     @property
@@ -68,7 +72,7 @@ class PostResult:
             return (r > np.cumsum(P, 1)).sum(1).clip(max=P.shape[1] - 1)
         raise ValueError(f"unknown mode {mode!r}: use 'argmax', 'soft' or 'sample'")
 
-def fedfact_post(Q: np.ndarray,            # (n, G, m) aware posteriors e_{a_i} eta_hat(x_i, a_i, k_i)^T (calibration data)
+def fedfact_post(Q: np.ndarray,         # (n, G, m) aware posteriors e_{a_i} eta_hat(x_i, a_i, k_i)^T (calibration data)
                  k: np.ndarray,            # (n,) client of every sample
                  n_clients: int,           # N
                  spec: FairSpec,           # metric and fairness levels (epsilon)
@@ -83,7 +87,8 @@ def fedfact_post(Q: np.ndarray,            # (n, G, m) aware posteriors e_{a_i} 
                  record_every: int = 10,   # history resolution (rounds); 0: no history
                  check_every: int = 10,    # safeguard: smoothed dual checked every this many rounds (0: off)
                  violation_tol: float = 1e-3,  # warn when the final soft rule exceeds eps by more than this
-                 check_feasibility: bool | None = None,  # phase-one LP first; None: only when priors are given for eop/eo
+                 check_feasibility: bool | None = None,  # phase-one LP first; None: only when priors are given for
+                                                         # eop/eo
                 ) -> PostResult:
     "FedFACT post-processing (Alg. 2): clients optimise their local duals mu_k, the server the global dual lambda."
     Q, k = np.asarray(Q, dtype=np.float64), np.asarray(k).astype(np.int64)
@@ -93,7 +98,8 @@ def fedfact_post(Q: np.ndarray,            # (n, G, m) aware posteriors e_{a_i} 
     if not 0 < client_frac <= 1: raise ValueError(f"client_frac must be in (0, 1], got {client_frac}")
     if rounds < 0 or local_steps < 1: raise ValueError("rounds must be >= 0 and local_steps >= 1")
     if record_every < 0 or check_every < 0: raise ValueError("record_every and check_every must be >= 0")
-    if not (np.isfinite(violation_tol) and violation_tol >= 0): raise ValueError(f"violation_tol must be >= 0, got {violation_tol}")
+    if not (np.isfinite(violation_tol) and violation_tol >= 0):
+        raise ValueError(f"violation_tol must be >= 0, got {violation_tol}")
     if len(k) and (k.min() < 0 or k.max() >= n_clients): raise ValueError(f"client ids must lie in [0, {n_clients})")
     given_priors = priors is not None
     prob = FairProblem(spec, priors if given_priors else priors_from(Q, k, n_clients))
@@ -121,7 +127,8 @@ def fedfact_post(Q: np.ndarray,            # (n, G, m) aware posteriors e_{a_i} 
         H, cg, cl_all = 0.0, np.zeros(U), np.zeros((n_clients, U))
         for c, cl in enumerate(clients):
             v = cl["V0"] + cl["jg"] @ lam + cl["jl"] @ mu[c]
-            mx = v.max(1); H += cl["p"] * (mx + beta * np.log(np.exp((v - mx[:, None]) / beta).sum(1))).mean()
+            mx = v.max(1)
+            H += cl["p"] * (mx + beta * np.log(np.exp((v - mx[:, None]) / beta).sum(1))).mean()
             s = _softmax(v / beta)
             cg -= s.ravel() @ cl["jg"].reshape(-1, U) / n                # c_g = <Dg, C(soft h)>
             cl_all[c] = -(s.ravel() @ cl["jl"].reshape(-1, U)) / n       # c_l[k] = <Dl_k, C(soft h)>
@@ -138,7 +145,9 @@ def fedfact_post(Q: np.ndarray,            # (n, G, m) aware posteriors e_{a_i} 
             if rec: hist.append(st)
             if chk:                                                      # safeguard, independent of the history
                 if prev_H is not None and st["H_smooth"] > prev_H + 1e-9 * max(1.0, abs(prev_H)):
-                    step_scale /= 2; halvings += 1                      # oscillation: halve the steps
+                    # oscillation: halve the steps
+                    step_scale /= 2
+                    halvings += 1
                 prev_H = st["H_smooth"]
         sel = np.arange(n_clients) if n_sel == n_clients else np.sort(rng.choice(n_clients, n_sel, replace=False))
         for c in sel:
@@ -158,7 +167,10 @@ def fedfact_post(Q: np.ndarray,            # (n, G, m) aware posteriors e_{a_i} 
             lam = prox_l1_ball(lam - step_scale / Lg * grad, step_scale / Lg * spec.xi_g, bound)
     final = state(rounds)
     if record_every: hist.append(final)
-    ex = [final["max_global"] - spec.xi_g if prob.use_g else -np.inf, final["max_local"] - spec.xi_l if prob.use_l else -np.inf]
+    ex = [
+        final["max_global"] - spec.xi_g if prob.use_g else -np.inf,
+        final["max_local"] - spec.xi_l if prob.use_l else -np.inf,
+    ]
     viol = dict(max_global=final["max_global"], max_local=final["max_local"], excess=float(max(max(ex), 0.0)))
     viol["flagged"] = viol["excess"] > violation_tol
     if viol["flagged"]:
@@ -170,4 +182,6 @@ def fedfact_post(Q: np.ndarray,            # (n, G, m) aware posteriors e_{a_i} 
                       "check convergence in the history or start with a lower step_scale")
     if np.abs(lam).sum() >= bound * (1 - 1e-6) or (np.abs(mu).sum(1) >= bound * (1 - 1e-6)).any():
         warnings.warn(f"a dual reached its l1 bound B_d={bound}: the fairness levels may not be met (see history)")
-    return PostResult(prob, lam, mu, beta, pd.DataFrame(hist), dict(lam=Lg, mu=[cl["L"] for cl in clients]), viol, halvings)
+    return PostResult(
+        prob, lam, mu, beta, pd.DataFrame(hist), dict(lam=Lg, mu=[cl["L"] for cl in clients]), viol, halvings
+    )

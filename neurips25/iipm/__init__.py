@@ -8,14 +8,39 @@ __all__ = ['check_probs', 'prob_atol', 'lower_envelope', 'upper_envelope', 'conj
            'selective_scores']
 
 # %% ../../nbs/p07_iipm/09_package.ipynb #414fbb85
-from .capacities import (lower_envelope, upper_envelope, conjugate, probability_intervals, interval_capacity,
-                                       mobius, belief_function, eps_contamination, is_two_monotone, precise_capacity,
-                                       check_probs, prob_atol)
+from .capacities import (lower_envelope, upper_envelope, conjugate, probability_intervals,
+                                       interval_capacity, mobius, belief_function, eps_contamination, is_two_monotone,
+                                       precise_capacity, check_probs, prob_atol)
 from .choquet import choquet, iipm, mmi
 from .measures import (mmi_tv, mmi_lin, generalized_hartley, entropy_difference, upper_entropy,
                                      lower_entropy, mutual_information)
 from .selective import ar_curve, ar_auc, random_forest_ensemble, cnn_ensemble, selective_scores
-_all_ = ["check_probs", "prob_atol", "lower_envelope", "upper_envelope", "conjugate", "probability_intervals", "interval_capacity", "mobius",
-         "belief_function", "eps_contamination", "is_two_monotone", "precise_capacity", "choquet", "iipm", "mmi",
-         "mmi_tv", "mmi_lin", "generalized_hartley", "entropy_difference", "upper_entropy", "lower_entropy",
-         "mutual_information", "ar_curve", "ar_auc", "random_forest_ensemble", "cnn_ensemble", "selective_scores"]
+_all_ = [
+    "check_probs",
+    "prob_atol",
+    "lower_envelope",
+    "upper_envelope",
+    "conjugate",
+    "probability_intervals",
+    "interval_capacity",
+    "mobius",
+    "belief_function",
+    "eps_contamination",
+    "is_two_monotone",
+    "precise_capacity",
+    "choquet",
+    "iipm",
+    "mmi",
+    "mmi_tv",
+    "mmi_lin",
+    "generalized_hartley",
+    "entropy_difference",
+    "upper_entropy",
+    "lower_entropy",
+    "mutual_information",
+    "ar_curve",
+    "ar_auc",
+    "random_forest_ensemble",
+    "cnn_ensemble",
+    "selective_scores",
+]

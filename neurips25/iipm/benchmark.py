@@ -47,7 +47,11 @@ def unchecked_mmi_lin(probs: np.ndarray) -> np.ndarray:
 
 _FAST = {"mmi_tv (pairwise)": lambda p, b: mmi_tv(p, "pairwise", budget=b), "mmi_lin": lambda p, b: mmi_lin(p),
          "mmi_lin (unchecked reduction, reference)": lambda p, b: unchecked_mmi_lin(p)}
-_LOOP = {"mmi_tv (pairwise)": loop_mmi_tv, "mmi_lin": loop_mmi_lin, "mmi_lin (unchecked reduction, reference)": loop_mmi_lin}
+_LOOP = {
+    "mmi_tv (pairwise)": loop_mmi_tv,
+    "mmi_lin": loop_mmi_lin,
+    "mmi_lin (unchecked reduction, reference)": loop_mmi_lin,
+}
 
 def run_benchmark(n_points: int = 10_000,   # test points
                   K: int = 1000,            # classes
@@ -66,7 +70,9 @@ def run_benchmark(n_points: int = 10_000,   # test points
         "Smallest wall time of `repeats` calls of f(*a), and the last result."
         t = np.inf
         for _ in range(repeats):
-            t0 = time.perf_counter(); out = f(*a); t = min(t, time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            out = f(*a)
+            t = min(t, time.perf_counter() - t0)
         return t, out
     for name, v in dict(n_points=n_points, K=K, m=m, block=block, loop_points=loop_points, repeats=repeats).items():
         if int(v) < 1: raise ValueError(f"{name} must be >= 1, got {v}")
@@ -83,7 +89,8 @@ def run_benchmark(n_points: int = 10_000,   # test points
             done += b
         tracemalloc.start()                                        # peak memory of one block's computation
         p = random_block(np.random.default_rng(seed), min(block, n_points), m, K)
-        tracemalloc.reset_peak(); base = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+        base = tracemalloc.get_traced_memory()[0]
         fast_vals = _FAST[name](p, budget)
         peak = (tracemalloc.get_traced_memory()[1] - base) / 2**20
         tracemalloc.stop()
@@ -107,10 +114,15 @@ def explain(df: pd.DataFrame) -> str:
         r = d.set_index("measure")
         lin, ref = r.loc["mmi_lin"], r.loc["mmi_lin (unchecked reduction, reference)"]
         lines.append(
-            f"K={K}, m={int(lin.m)}: MMI-Lin {lin.speedup_vs_loop:.2f}x the per-point loop; the bare reduction (no checks) "
-            f"{ref.speedup_vs_loop:.2f}x; reading the input once (a sum over the block) is {lin.ceiling_speedup_vs_loop:.2f}x the "
-            f"loop — no method that reads its input can exceed that ceiling. MMI-Lin takes {lin.passes_over_input:.1f} read-passes' "
-            f"time (at large K: one pass for the input checks, one for min over members; at small K, per-call overheads).")
+            f"K={K}, m={int(lin.m)}: MMI-Lin {lin.speedup_vs_loop:.2f}x the per-point loop; the bare reduction (no "
+            f"checks) "
+            f"{ref.speedup_vs_loop:.2f}x; reading the input once (a sum over the block) is "
+            f"{lin.ceiling_speedup_vs_loop:.2f}x the "
+            f"loop — no method that reads its input can exceed that ceiling. MMI-Lin takes {lin.passes_over_input:.1f} "
+            f"read-passes' "
+            f"time (at large K: one pass for the input checks, one for min over members; at small K, per-call "
+            f"overheads)."
+        )
     return "\n".join(lines)
 
 # %% ../../nbs/p07_iipm/08_benchmark.ipynb #5df06ea7
@@ -119,15 +131,21 @@ def main(argv: list[str] | None = None):
     ap = argparse.ArgumentParser(prog="python -m neurips25.iipm.benchmark",
                                  description="Time MMI-Lin and the pairwise-TV MMI against per-point Python loops.")
     ap.add_argument("--n-points", type=int, default=10_000, help="test points (default 10000)")
-    ap.add_argument("--K", type=int, nargs="+", default=[1000, 10], help="classes, one or more values (default 1000 10)")
+    ap.add_argument(
+        "--K", type=int, nargs="+", default=[1000, 10], help="classes, one or more values (default 1000 10)"
+    )
     ap.add_argument("--m", type=int, default=10, help="ensemble members (default 10)")
     ap.add_argument("--block", type=int, default=1000, help="points generated and processed at a time (default 1000)")
-    ap.add_argument("--loop-points", type=int, default=1000, help="points timed with the naive loop (default 1000 = one block)")
+    ap.add_argument(
+        "--loop-points", type=int, default=1000, help="points timed with the naive loop (default 1000 = one block)"
+    )
     ap.add_argument("--budget-mb", type=float, default=64, help="MiB of temporaries per chunk (default 64)")
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args(argv)
-    df = pd.concat([run_benchmark(a.n_points, K, a.m, a.block, a.loop_points, a.budget_mb * 2**20, a.seed) for K in a.K],
-                   ignore_index=True)
+    df = pd.concat(
+        [run_benchmark(a.n_points, K, a.m, a.block, a.loop_points, a.budget_mb * 2**20, a.seed) for K in a.K],
+        ignore_index=True,
+    )
     with pd.option_context("display.width", 250, "display.max_columns", 30):
         print(df.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     print(explain(df))

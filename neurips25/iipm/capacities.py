@@ -18,7 +18,8 @@ __all__ = ['MAX_EXACT_K', 'check_shape', 'prob_atol', 'check_values', 'check_blo
 MAX_EXACT_K = 16  # largest K for methods that enumerate all 2^K events
 
 def check_shape(p: np.ndarray, name: str):
-    if p.ndim != 3: raise ValueError(f"{name} must have shape (n, m, K) (points, members, classes), got shape {p.shape}")
+    if p.ndim != 3:
+        raise ValueError(f"{name} must have shape (n, m, K) (points, members, classes), got shape {p.shape}")
     n, m, K = p.shape
     if m == 0: raise ValueError(f"empty ensemble: {name} has m = 0 members (shape {p.shape})")
     if n == 0: raise ValueError(f"{name} has no test points (n = 0, shape {p.shape})")
@@ -39,9 +40,11 @@ def check_values(sums: np.ndarray,  # row sums over the K classes
                 ):
     "Raise unless every row sum is finite and within atol of 1 and no entry is below -atol."
     if not np.isfinite(sums).all(): raise ValueError(f"{name} contains NaN or inf")
-    if lo < -atol: raise ValueError(f"probabilities must be non-negative: min of {name} is {lo:.3g} (tolerance {atol:.3g})")
+    if lo < -atol:
+        raise ValueError(f"probabilities must be non-negative: min of {name} is {lo:.3g} (tolerance {atol:.3g})")
     dev = np.abs(sums - 1).max()
-    if dev > atol: raise ValueError(f"probabilities must sum to 1 over the K classes: max deviation of {name} is {dev:.3g} "
+    if dev > atol:
+        raise ValueError(f"probabilities must sum to 1 over the K classes: max deviation of {name} is {dev:.3g} "
                                     f"(tolerance {atol:.3g}; pass atol= to change it)")
 
 def check_block(p: np.ndarray,        # a block of predictions, shape (b, m, K)
@@ -176,7 +179,8 @@ def probability_intervals(lower,             # lower bounds l_y, shape (..., K)
                          ) -> tuple[np.ndarray, np.ndarray]:
     "Check that [l, u] is proper and return the reachable intervals (l', u') of de Campos et al."
     l, u = np.asarray(lower, dtype=np.float64), np.asarray(upper, dtype=np.float64)
-    if l.shape != u.shape or l.ndim == 0: raise ValueError(f"lower and upper must have the same shape (..., K), got {l.shape}, {u.shape}")
+    if l.shape != u.shape or l.ndim == 0:
+        raise ValueError(f"lower and upper must have the same shape (..., K), got {l.shape}, {u.shape}")
     if not (np.isfinite(l).all() and np.isfinite(u).all()): raise ValueError("interval bounds contain NaN or inf")
     if (l < -atol).any() or (u > 1 + atol).any() or (l > u + atol).any():
         raise ValueError("probability intervals need 0 <= l_y <= u_y <= 1")
@@ -202,8 +206,10 @@ def _along_each_bit(t: np.ndarray, sign: float) -> np.ndarray:
     out = np.array(t, dtype=np.float64, copy=True)
     v = out.reshape(out.shape[:-1] + (2,) * K)                    # axis -1-x holds bit x
     for ax in range(K):
-        sl1 = [slice(None)] * v.ndim; sl0 = list(sl1)
-        sl1[-1 - ax] = 1; sl0[-1 - ax] = 0
+        sl1 = [slice(None)] * v.ndim
+        sl0 = list(sl1)
+        sl1[-1 - ax] = 1
+        sl0[-1 - ax] = 0
         v[tuple(sl1)] += sign * v[tuple(sl0)]                    # B ⊆ A along coordinate x
     return out
 

@@ -18,14 +18,18 @@ def choquet(f,   # values of f on the K classes, shape (..., K)
             check: bool = True,  # validate nu as a capacity (nu(empty) = 0, nu(X) = 1, monotone, finite)
            ) -> np.ndarray:
     "Choquet integral of `f` with respect to the capacity `nu` by the sorted formula (Def. 4)."
-    f = np.asarray(f, dtype=np.float64); nu = np.asarray(nu, dtype=np.float64)
+    f = np.asarray(f, dtype=np.float64)
+    nu = np.asarray(nu, dtype=np.float64)
     K = f.shape[-1] if f.ndim else 0
     if K == 0 or nu.ndim == 0 or nu.shape[-1] != 2**K:
-        raise ValueError(f"shape mismatch: f has {K} values, so nu needs a last axis of 2^K = {2**K}, got {np.shape(nu)}")
+        raise ValueError(
+            f"shape mismatch: f has {K} values, so nu needs a last axis of 2^K = {2**K}, got {np.shape(nu)}"
+        )
     if not np.isfinite(f).all(): raise ValueError("f contains NaN or inf")
     if check: check_capacity(nu, name="nu")                      # Def. 4 needs a capacity; anything else is refused
     batch = np.broadcast_shapes(f.shape[:-1], nu.shape[:-1])
-    f = np.broadcast_to(f, batch + (K,)); nu = np.broadcast_to(nu, batch + (2**K,))
+    f = np.broadcast_to(f, batch + (K,))
+    nu = np.broadcast_to(nu, batch + (2**K,))
     order = np.argsort(-f, axis=-1, kind="stable")                # x_(1), ..., x_(K): f sorted decreasingly
     fs = np.take_along_axis(f, order, -1)
     S = np.cumsum(1 << order, axis=-1)                            # bitmask of S_i = {x_(1), ..., x_(i)}
@@ -49,7 +53,8 @@ def _choquet_weights(nu: np.ndarray, order: tuple) -> np.ndarray:
     "w with C∫f dν = w·f on the cone f_{σ1} >= ... >= f_{σK}: w(σ_i) = ν(S_i) − ν(S_{i−1})."
     S = np.cumsum([1 << x for x in order])
     vals = nu[S]
-    w = np.empty(len(order)); w[list(order)] = np.diff(np.concatenate([[0.0], vals]))
+    w = np.empty(len(order))
+    w[list(order)] = np.diff(np.concatenate([[0.0], vals]))
     return w
 
 def _lp_sup(c_obj: np.ndarray, order: tuple, kind: str, cost: np.ndarray) -> float:
@@ -58,25 +63,51 @@ def _lp_sup(c_obj: np.ndarray, order: tuple, kind: str, cost: np.ndarray) -> flo
     nv = K if kind == "lip" else K + 2
     rows, rhs = [], []
     for i in range(K - 1):                                        # f_{σ(i+1)} − f_{σ(i)} <= 0
-        r = np.zeros(nv); r[order[i + 1]] = 1; r[order[i]] = -1; rows.append(r); rhs.append(0.0)
+        r = np.zeros(nv)
+        r[order[i + 1]] = 1
+        r[order[i]] = -1
+        rows.append(r)
+        rhs.append(0.0)
     for x in range(K):
         for y in range(K):
             if x == y: continue
-            r = np.zeros(nv); r[x] = 1; r[y] = -1
+            r = np.zeros(nv)
+            r[x] = 1
+            r[y] = -1
             if kind == "lip": rhs.append(cost[x, y])               # f_x − f_y <= c(x, y)
-            else: r[K + 1] = -cost[x, y]; rhs.append(0.0)          # f_x − f_y <= b d(x, y)
+            else:                                                  # f_x − f_y <= b d(x, y)
+                r[K + 1] = -cost[x, y]
+                rhs.append(0.0)
             rows.append(r)
     bounds = [(None, None)] * K
     A_eq = b_eq = None
     if kind == "lip":
-        A_eq = np.zeros((1, nv)); A_eq[0, 0] = 1; b_eq = [0.0]    # pin f_0 = 0 (translation invariance)
+        # pin f_0 = 0 (translation invariance)
+        A_eq = np.zeros((1, nv))
+        A_eq[0, 0] = 1
+        b_eq = [0.0]
     else:
         for x in range(K):                                        # −a <= f_x <= a
-            r = np.zeros(nv); r[x] = 1; r[K] = -1; rows.append(r); rhs.append(0.0)
-            r = np.zeros(nv); r[x] = -1; r[K] = -1; rows.append(r); rhs.append(0.0)
-        r = np.zeros(nv); r[K] = 1; r[K + 1] = 1; rows.append(r); rhs.append(1.0)   # a + b <= 1
+            r = np.zeros(nv)
+            r[x] = 1
+            r[K] = -1
+            rows.append(r)
+            rhs.append(0.0)
+            r = np.zeros(nv)
+            r[x] = -1
+            r[K] = -1
+            rows.append(r)
+            rhs.append(0.0)
+        # a + b <= 1
+        r = np.zeros(nv)
+        r[K] = 1
+        r[K + 1] = 1
+        rows.append(r)
+        rhs.append(1.0)
         bounds += [(0, None), (0, None)]
-    obj = np.zeros(nv); obj[:K] = -c_obj                          # linprog minimises
+    # linprog minimises
+    obj = np.zeros(nv)
+    obj[:K] = -c_obj
     res = linprog(obj, A_ub=np.array(rows), b_ub=np.array(rhs), A_eq=A_eq, b_eq=b_eq, bounds=bounds, method="highs")
     if res.status != 0: raise RuntimeError(f"LP failed ({res.message})")
     return -res.fun
@@ -100,7 +131,9 @@ def _sup_difference(nu: np.ndarray, mu: np.ndarray, F, cost) -> np.ndarray:
     Fa = np.asarray(F, dtype=np.float64)
     if Fa.ndim != 2 or Fa.shape[1] != K or Fa.shape[0] == 0:
         raise ValueError(f"a finite class F must be an (r, K) array with r >= 1 and K = {K}, got shape {Fa.shape}")
-    return (choquet(Fa, nu[..., None, :], check=False) - choquet(Fa, mu[..., None, :], check=False)).max(-1)   # max over r
+    return (choquet(Fa, nu[..., None, :], check=False) - choquet(Fa, mu[..., None, :], check=False)).max(
+        -1
+    )  # max over r
 
 # %% ../../nbs/p07_iipm/01_choquet.ipynb #140203df
 def iipm(nu,              # first capacity, table of shape (..., 2^K)

@@ -8,8 +8,8 @@ import numpy as np
 from scipy.optimize import minimize
 from scipy.special import xlogy
 
-from .capacities import (check_probs, check_shape, check_values, prob_atol, cache_rows, check_exact_k, chunks,
-                                       subset_sums, subset_masks, mobius, probability_intervals, check_capacity,
+from .capacities import (check_probs, check_shape, check_values, prob_atol, cache_rows, check_exact_k,
+                                       chunks, subset_sums, subset_masks, mobius, probability_intervals, check_capacity,
                                        n_classes_of)
 
 # %% auto #0
@@ -32,10 +32,13 @@ def _mmi_tv_pairwise(p: np.ndarray, budget: float) -> np.ndarray:
     rows = int(max(1, min(budget, 2**19) // (8 * K)))             # a cache-sized buffer of points × K
     buf = np.empty((rows, K))
     for s in range(0, n, rows):
-        q = p[s:s + rows]; b = buf[:len(q)]; best = out[s:s + rows]
+        q = p[s:s + rows]
+        b = buf[:len(q)]
+        best = out[s:s + rows]
         for j in range(m):
             for k in range(j + 1, m):
-                np.subtract(q[:, j], q[:, k], out=b); np.abs(b, out=b)
+                np.subtract(q[:, j], q[:, k], out=b)
+                np.abs(b, out=b)
                 np.maximum(best, b.sum(-1), out=best)             # max_{j<k} ‖p_j − p_k‖₁
         best *= 0.5                                               # MMI_TV = max_{j,k} TV(P_j, P_k) = ½ max ‖p_j − p_k‖₁
     return out
@@ -48,8 +51,11 @@ def mmi_tv(probs,                    # ensemble predictions, shape (n, m, K)
     p = check_probs(probs)
     if method == "pairwise": return _mmi_tv_pairwise(p, budget)
     if method == "brute":
-        check_exact_k(p.shape[-1], "the brute-force MMI",
-                      "mmi_tv(probs, method='pairwise') (exact for ensembles, O(m^2 K)) or mmi_lin(probs) (O(mK) bound)")
+        check_exact_k(
+            p.shape[-1],
+            "the brute-force MMI",
+            "mmi_tv(probs, method='pairwise') (exact for ensembles, O(m^2 K)) or mmi_lin(probs) (O(mK) bound)",
+        )
         return _mmi_tv_brute(p, budget)
     raise ValueError(f"unknown method {method!r}: use 'pairwise' or 'brute'")
 
@@ -74,7 +80,7 @@ def mmi_lin(probs,  # ensemble predictions, shape (n, m, K)
             for j in range(1, m): np.minimum(low, q[:, j], out=low)   # faster than numpy's short-axis reduction
         else: low = q.min(axis=1)
         check_values(sums, float(low.min()), atol, "probs")       # the global min is the min of the member-mins
-        out[s:s + rows] = 1.0 - np.maximum(low, 0.0).sum(-1)      # 1 − Σ_x P({x}), rounding negatives as 0 (check_probs)
+        out[s:s + rows] = 1.0 - np.maximum(low, 0.0).sum(-1)     # 1 − Σ_x P({x}), rounding negatives as 0 (check_probs)
     return np.maximum(out, 0.0)
 
 def mmi_lin_capacity(nu,  # lower-probability table, shape (..., 2^K)
@@ -143,7 +149,8 @@ def _upper_entropy_fw(p: np.ndarray, tol: float, max_iter: int, n_bisect: int = 
         full = dphi(gmax) >= 0
         lo, hi = np.zeros(idx.size), gmax.copy()
         for _ in range(n_bisect):                                 # exact line search: root of the decreasing dφ/dγ
-            mid = (lo + hi) / 2; pos = dphi(mid) > 0
+            mid = (lo + hi) / 2
+            pos = dphi(mid) > 0
             lo, hi = np.where(pos, mid, lo), np.where(pos, hi, mid)
         gam = np.where(full, gmax, (lo + hi) / 2)
         la[r, up_j] += gam
@@ -155,7 +162,8 @@ def _polish_slsqp(pp: np.ndarray, lam0: np.ndarray) -> np.ndarray:
     "Maximise H(λ @ pp) over the simplex by SLSQP from λ0 (analytic gradient); return feasible weights."
     m = pp.shape[0]
     def neg_h(lam):
-        q = np.maximum(lam @ pp, 1e-300); lq = np.log2(q)
+        q = np.maximum(lam @ pp, 1e-300)
+        lq = np.log2(q)
         return (q * lq).sum(), pp @ (lq + 1 / _LN2)               # −H(q) and its gradient in λ
     res = minimize(neg_h, lam0, jac=True, method="SLSQP", bounds=[(0, 1)] * m,
                    constraints=[{"type": "eq", "fun": lambda l: l.sum() - 1, "jac": lambda l: np.ones(m)}],
@@ -175,7 +183,8 @@ def _box_max_entropy(lo: np.ndarray, hi: np.ndarray, n_bisect: int = 100) -> np.
 
 def upper_entropy(probs,                  # ensemble predictions, shape (n, m, K)
                   method: str = "fw",     # 'fw' (batched pairwise Frank–Wolfe + SLSQP polish) or 'slsqp' (per point)
-                  credal: str = "hull",   # 'hull' (conv of members, the paper's) or 'box' ([min_j p_j, max_j p_j] ∩ simplex)
+                  credal: str = "hull",   # 'hull' (conv of members, the paper's) or 'box' ([min_j p_j, max_j p_j] ∩
+                                          # simplex)
                   tol: float = 1e-8,      # target Frank–Wolfe gap in bits
                   max_iter: int = 200,    # Frank–Wolfe steps before polishing
                   return_gap: bool = False,  # also return the certified optimality gap per point
@@ -200,7 +209,7 @@ def upper_entropy(probs,                  # ensemble predictions, shape (n, m, K
             cands = [_polish_slsqp(p[i], s) for s in starts]
             lam[i] = cands[int(np.argmax([entropy_bits(c @ p[i]) for c in cands]))]
     else: raise ValueError(f"unknown method {method!r}: use 'fw' or 'slsqp'")
-    h = np.maximum(entropy_bits(np.einsum("nm,nmk->nk", lam, p)), entropy_bits(p).max(1))   # never below the best vertex
+    h = np.maximum(entropy_bits(np.einsum("nm,nmk->nk", lam, p)), entropy_bits(p).max(1))  # never below the best vertex
     if not return_gap: return h
     return h, _fw_gap(lam, p)[0]
 

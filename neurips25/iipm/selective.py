@@ -30,16 +30,20 @@ def ar_curve(correct,       # 1 where the centroid prediction is right, shape (n
              rates=REJECTION_RATES,  # rejection rates ρ
             ) -> np.ndarray:
     "Accuracy on the kept points after rejecting the floor(ρn) most uncertain ones, ties broken in expectation."
-    c = np.asarray(correct, dtype=np.float64); u = np.asarray(uncertainty, dtype=np.float64)
+    c = np.asarray(correct, dtype=np.float64)
+    u = np.asarray(uncertainty, dtype=np.float64)
     r = _check_rates(rates)
-    if c.ndim != 1 or c.shape != u.shape or c.size == 0: raise ValueError(f"correct and uncertainty must be equal-length 1-D arrays, got {c.shape}, {u.shape}")
+    if c.ndim != 1 or c.shape != u.shape or c.size == 0:
+        raise ValueError(f"correct and uncertainty must be equal-length 1-D arrays, got {c.shape}, {u.shape}")
     if not np.isfinite(u).all(): raise ValueError("uncertainty contains NaN or inf")
     n = c.size
     order = np.argsort(u, kind="stable")
     us, cs = u[order], np.concatenate([[0.0], np.cumsum(c[order])])
     k = n - np.floor(r * n + 1e-9).astype(int)                     # points kept
     v = us[k - 1]                                                 # uncertainty of the last kept point
-    a = np.searchsorted(us, v, "left"); b = np.searchsorted(us, v, "right")   # tie group [a, b) at the threshold
+    # tie group [a, b) at the threshold
+    a = np.searchsorted(us, v, "left")
+    b = np.searchsorted(us, v, "right")
     kept_correct = cs[a] + (k - a) * (cs[b] - cs[a]) / (b - a)    # all below the tie + a uniform share of the tie
     return kept_correct / k
 
@@ -82,7 +86,9 @@ def compute_measures(probs,                          # ensemble predictions, sha
     if unknown: raise ValueError(f"unknown measures {unknown}; choose from {sorted(MEASURES)}")
     values, seconds = {}, {}
     for k in names:
-        t0 = time.perf_counter(); values[k] = MEASURES[k](p); seconds[k] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        values[k] = MEASURES[k](p)
+        seconds[k] = time.perf_counter() - t0
     return values, seconds
 
 def selective_scores(probs,  # ensemble predictions, shape (n, m, K)
@@ -104,9 +110,16 @@ def selective_scores(probs,  # ensemble predictions, shape (n, m, K)
     correct = p.mean(1).argmax(-1) == y                           # prediction by the centroid (1/m) Σ_j p_j
     values, seconds = compute_measures(p, names)
     curves = {k: ar_curve(correct, v, rates) for k, v in values.items()}
-    curves["random"] = random_ar_curve(correct, rates); curves["oracle"] = oracle_ar_curve(correct, rates)
-    return {"accuracy": float(correct.mean()), "curves": curves, "auc": {k: float(ar_auc(c, rates)) for k, c in curves.items()},
-            "values": values, "seconds": seconds, "rates": np.asarray(rates)}
+    curves["random"] = random_ar_curve(correct, rates)
+    curves["oracle"] = oracle_ar_curve(correct, rates)
+    return {
+        "accuracy": float(correct.mean()),
+        "curves": curves,
+        "auc": {k: float(ar_auc(c, rates)) for k, c in curves.items()},
+        "values": values,
+        "seconds": seconds,
+        "rates": np.asarray(rates),
+    }
 
 # %% ../../nbs/p07_iipm/03_selective.ipynb #7b4521bf
 def obesity_features(df,  # the UCI obesity table as load_obesity returns it (17 columns)
@@ -206,8 +219,10 @@ def cnn_ensemble(X,                    # training images in [0, 1], shape (N, si
     import torch
     from neurips25.core import get_device, progress
     if n_members < 1: raise ValueError("empty ensemble: n_members must be >= 1")
-    X = np.asarray(X, dtype=np.float32); y = np.asarray(y, dtype=np.int64)
-    if X.ndim != 3 or X.shape[1] != X.shape[2] or len(X) != len(y): raise ValueError(f"X must be (N, side, side) matching y, got {X.shape}, {y.shape}")
+    X = np.asarray(X, dtype=np.float32)
+    y = np.asarray(y, dtype=np.int64)
+    if X.ndim != 3 or X.shape[1] != X.shape[2] or len(X) != len(y):
+        raise ValueError(f"X must be (N, side, side) matching y, got {X.shape}, {y.shape}")
     dev = device or get_device("auto")
     r = np.random.default_rng(seed)
     Xt, yt = torch.tensor(X[:, None]), torch.tensor(y)
@@ -243,7 +258,9 @@ def cnn_proba(members: list[dict],   # output of cnn_ensemble
     out = []
     for mem in members:
         c = mem["config"]
-        net = small_cnn(c["n_classes"], c["width"], c["side"]); net.load_state_dict(mem["state"]); net.to(dev).eval()
+        net = small_cnn(c["n_classes"], c["width"], c["side"])
+        net.load_state_dict(mem["state"])
+        net.to(dev).eval()
         with torch.no_grad():
             out.append(torch.cat([torch.softmax(net(Xt[i:i + batch_size].to(dev)).double(), -1).cpu()
                                   for i in range(0, len(Xt), batch_size)]).numpy())
@@ -256,7 +273,8 @@ def load_images(name: str,              # fashion_mnist | digits_images
     "Train/test images scaled to [0, 1] with labels and K, for the CNN experiments."
     if name == "fashion_mnist":
         from neurips25.datasets import load_fashion_mnist
-        Xtr, ytr = load_fashion_mnist("train"); Xte, yte = load_fashion_mnist("test")
+        Xtr, ytr = load_fashion_mnist("train")
+        Xte, yte = load_fashion_mnist("test")
         Xtr, Xte = Xtr.astype(np.float32) / 255, Xte.astype(np.float32) / 255
     elif name == "digits_images":
         from sklearn.model_selection import train_test_split
@@ -337,11 +355,14 @@ def plot_ar_panel(ax,                 # a matplotlib Axes
     rates = runs[0]["rates"]
     styles = {"random": dict(color="grey", ls=":"), "oracle": dict(color="black", ls="--")}
     for i, k in enumerate([k for k in names if k in runs[0]["curves"]]):
-        c = np.array([r["curves"][k] for r in runs]); auc = np.mean([r["auc"][k] for r in runs])
+        c = np.array([r["curves"][k] for r in runs])
+        auc = np.mean([r["auc"][k] for r in runs])
         st = styles.get(k, dict(color=OKABE_ITO[i % len(OKABE_ITO)], ls="-"))
         ax.plot(rates * 100, c.mean(0) * 100, label=f"{MEASURE_LABELS.get(k, k)} ({auc:.3f})", lw=1.5, **st)
         if len(runs) > 1 and k not in ("random", "oracle"):
-            ax.fill_between(rates * 100, (c.mean(0) - c.std(0)) * 100, (c.mean(0) + c.std(0)) * 100, color=st["color"], alpha=0.12)
+            ax.fill_between(
+                rates * 100, (c.mean(0) - c.std(0)) * 100, (c.mean(0) + c.std(0)) * 100, color=st["color"], alpha=0.12
+            )
     ax.set(xlabel="rejection rate (%)", ylabel="accuracy on kept points (%)", title=title)
     ax.legend(fontsize=7, title="measure (AUC)", title_fontsize=7)
     return ax

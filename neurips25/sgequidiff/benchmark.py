@@ -8,7 +8,8 @@ import pandas as pd
 
 from ..core import in_notebook, SHARED_DATA
 from .representation import from_structure
-from .data import package_structures, load_shared_sample, perturbed_structure, matched_random_crystal
+from .data import (package_structures, load_shared_sample, perturbed_structure,
+                                       matched_random_crystal)
 from . import metrics as M
 
 # %% auto #0
@@ -19,13 +20,16 @@ def _real_structures(n_max: int | None = None) -> list:
     recs, _ = package_structures()
     S = [r[2] for r in recs]
     if (SHARED_DATA / "crystals").is_dir():
-        S += [r["structure"] for r in load_shared_sample("mp_20")] + [r["structure"] for r in load_shared_sample("perov_5")]
+        S += [r["structure"] for r in load_shared_sample("mp_20")] + [
+            r["structure"] for r in load_shared_sample("perov_5")
+        ]
     return S[:n_max] if n_max else S
 
 def bench_roundtrip(structs: list, with_pyxtal: bool = True) -> dict:
     "Structures/s of our round trip and of pyxtal's conversion, and how many each failed."
     warnings.filterwarnings("ignore")
-    t = time.perf_counter(); fail = 0
+    t = time.perf_counter()
+    fail = 0
     for s in structs:
         try: from_structure(s).to_structure()
         except Exception: fail += 1
@@ -33,9 +37,13 @@ def bench_roundtrip(structs: list, with_pyxtal: bool = True) -> dict:
     out = dict(n=len(structs), ours_per_s=len(structs) / ours, ours_failed=fail)
     if with_pyxtal:
         from pyxtal import pyxtal
-        t = time.perf_counter(); fail = 0
+        t = time.perf_counter()
+        fail = 0
         for s in structs:
-            try: c = pyxtal(); c.from_seed(s, tol=0.01); c.to_pymatgen()
+            try:
+                c = pyxtal()
+                c.from_seed(s, tol=0.01)
+                c.to_pymatgen()
             except Exception: fail += 1
         px = time.perf_counter() - t
         out.update(pyxtal_per_s=len(structs) / px, pyxtal_failed=fail, speedup=px / ours)
@@ -45,10 +53,15 @@ def smact_loop(comp) -> bool:
     "CDVAE's smact_validity written as its loop over every oxidation-state combination (the naive baseline)."
     import smact
     from smact.screening import pauling_test
-    amt = comp.get_el_amt_dict(); syms = tuple(sorted(amt)); cnt = np.array([int(round(amt[e])) for e in syms]); cnt //= np.gcd.reduce(cnt)
+    amt = comp.get_el_amt_dict()
+    syms = tuple(sorted(amt))
+    cnt = np.array([int(round(amt[e])) for e in syms])
+    cnt //= np.gcd.reduce(cnt)
     if len(syms) == 1 or all(e in smact.metals for e in syms): return True
-    space = smact.element_dictionary(syms); els = [space[e] for e in syms]
-    ox = [e.oxidation_states or [] for e in els]; en = [e.pauling_eneg for e in els]
+    space = smact.element_dictionary(syms)
+    els = [space[e] for e in syms]
+    ox = [e.oxidation_states or [] for e in els]
+    en = [e.pauling_eneg for e in els]
     if np.prod([len(o) for o in ox], dtype=float) > 1e7: return False
     for combo in itertools.product(*ox):
         if sum(o * c for o, c in zip(combo, cnt)) == 0:
@@ -63,7 +76,7 @@ def bench_metrics(n: int = 1000, n_ref: int = 100, seed: int = 0, n_naive: int =
     rng = np.random.default_rng(seed)
     real = [s for s in _real_structures() if len(s) <= 20]
     asu = []
-    for s in real[:max(20, n)]:                                             # as many sources as samples (all for n = 1000)
+    for s in real[:max(20, n)]:                                          # as many sources as samples (all for n = 1000)
         try: asu.append(from_structure(s, symprec=0.1))
         except Exception: pass
     gen = []
@@ -72,31 +85,59 @@ def bench_metrics(n: int = 1000, n_ref: int = 100, seed: int = 0, n_naive: int =
         except RuntimeError: pass
     ref = [real[i] for i in rng.choice(len(real), min(n_ref, len(real)), replace=False)]
     T = {}
-    t = time.perf_counter(); sv = [M.structure_validity(s) for s in gen]; T["struct_validity"] = time.perf_counter() - t
+    t = time.perf_counter()
+    sv = [M.structure_validity(s) for s in gen]
+    T["struct_validity"] = time.perf_counter() - t
     M._smact_valid.cache_clear()
-    t = time.perf_counter(); cv = [M.smact_validity(s) for s in gen]; T["smact_validity"] = time.perf_counter() - t
-    t = time.perf_counter(); fg = M.fingerprints(gen, use_symmetry=True); fr = M.fingerprints(ref, use_symmetry=True); T["fingerprints"] = time.perf_counter() - t
+    t = time.perf_counter()
+    cv = [M.smact_validity(s) for s in gen]
+    T["smact_validity"] = time.perf_counter() - t
+    t = time.perf_counter()
+    fg = M.fingerprints(gen, use_symmetry=True)
+    fr = M.fingerprints(ref, use_symmetry=True)
+    T["fingerprints"] = time.perf_counter() - t
     k = min(n_naive, n)
-    t = time.perf_counter(); fn = M.fingerprints(gen[:k]); t_naive = time.perf_counter() - t
-    t = time.perf_counter(); M.fingerprints(gen[:k], use_symmetry=True); t_sym = time.perf_counter() - t
+    t = time.perf_counter()
+    fn = M.fingerprints(gen[:k])
+    t_naive = time.perf_counter() - t
+    t = time.perf_counter()
+    M.fingerprints(gen[:k], use_symmetry=True)
+    t_sym = time.perf_counter() - t
     fp_ratio = dict(n_fingerprint_compare=k, naive_s_per_structure=t_naive / k, ours_s_per_structure=t_sym / k,
                     fingerprint_speedup=t_naive / t_sym, max_abs_fp_diff=float(np.nanmax(np.abs(fn[0] - fg[0][:k]))))
-    t = time.perf_counter(); M.coverage(fg[0], fg[1], np.array(sv) & np.array(cv) & fg[2], fr[0][fr[2]], fr[1][fr[2]]); T["coverage"] = time.perf_counter() - t
-    t = time.perf_counter(); M.wdist_density(gen, ref); M.wdist_nelements(gen, ref); T["wdist"] = time.perf_counter() - t
-    t = time.perf_counter(); M.unique_mask(gen); T["uniqueness"] = time.perf_counter() - t
-    t = time.perf_counter(); [M.spacegroup_of(s) for s in gen]; T["sg_preservation"] = time.perf_counter() - t
+    t = time.perf_counter()
+    M.coverage(fg[0], fg[1], np.array(sv) & np.array(cv) & fg[2], fr[0][fr[2]], fr[1][fr[2]])
+    T["coverage"] = time.perf_counter() - t
+    t = time.perf_counter()
+    M.wdist_density(gen, ref)
+    M.wdist_nelements(gen, ref)
+    T["wdist"] = time.perf_counter() - t
+    t = time.perf_counter()
+    M.unique_mask(gen)
+    T["uniqueness"] = time.perf_counter() - t
+    t = time.perf_counter()
+    [M.spacegroup_of(s) for s in gen]
+    T["sg_preservation"] = time.perf_counter() - t
     T["total"] = sum(T.values())
     comps = list({s.composition.reduced_composition for s in gen})
     M._smact_valid.cache_clear()
-    t = time.perf_counter(); a = [M.smact_validity(c) for c in comps]; t_fast = time.perf_counter() - t
-    t = time.perf_counter(); b = [smact_loop(c) for c in comps]; t_loop = time.perf_counter() - t
+    t = time.perf_counter()
+    a = [M.smact_validity(c) for c in comps]
+    t_fast = time.perf_counter() - t
+    t = time.perf_counter()
+    b = [smact_loop(c) for c in comps]
+    t_loop = time.perf_counter() - t
     if a != b: raise AssertionError("vectorised SMACT disagrees with the loop")
-    return T, dict(n_compositions=len(comps), vectorised_s=t_fast, loop_s=t_loop, smact_speedup=t_loop / t_fast, **fp_ratio)
+    return T, dict(
+        n_compositions=len(comps), vectorised_s=t_fast, loop_s=t_loop, smact_speedup=t_loop / t_fast, **fp_ratio
+    )
 
 # %% ../../nbs/p05_sgequidiff/08_benchmark.ipynb #131c1dc0
 def main(argv=None):
     "Print the round-trip and metric benchmark tables."
-    ap = argparse.ArgumentParser(description="SGEquiDiff part 1 benchmarks: representation round trip and metric evaluation")
+    ap = argparse.ArgumentParser(
+        description="SGEquiDiff part 1 benchmarks: representation round trip and metric evaluation"
+    )
     ap.add_argument("--n-roundtrip", type=int, default=0, help="structures for the round trip (0: all real structures)")
     ap.add_argument("--n-metrics", type=int, default=1000, help="generated structures for the metric timing")
     ap.add_argument("--n-ref", type=int, default=100, help="reference structures for the metric timing")
@@ -114,12 +155,13 @@ def main(argv=None):
     return rt, T, sm
 
 # %% ../../nbs/p05_sgequidiff/08_benchmark.ipynb #21a88429
-def bench_score_norm(keys: list | None = None,          # (group, Wyckoff index) pairs (default: general positions of 6 groups)
+def bench_score_norm(keys: list | None = None,   # (group, Wyckoff index) pairs (default: general positions of 6 groups)
                      settings: tuple = ("medium", "full"),
                      full_keys: int = 1,                 # keys timed at the paper's setting
-                     ref_mc_full: int = 250,             # samples of the numpy reference at the paper's setting (scaled up)
+                     ref_mc_full: int = 250,         # samples of the numpy reference at the paper's setting (scaled up)
                      device="cpu", clock=time.perf_counter) -> pd.DataFrame:
-    "Seconds per normaliser table: numpy reference, torch, cache read; and the largest relative difference torch vs reference."
+    ("Seconds per normaliser table: numpy reference, torch, cache read; and the largest relative difference torch vs "
+     "reference.")
     import tempfile
     from pathlib import Path
     from neurips25 import core
@@ -133,15 +175,34 @@ def bench_score_norm(keys: list | None = None,          # (group, Wyckoff index)
         for name in settings:
             grid, n_mc, K = S[name]
             for sg, w in (keys if name == "medium" else keys[:full_keys]):
-                wp = space_group(sg).wyckoffs[w]; rmc = n_mc if name == "medium" else min(n_mc, ref_mc_full)
-                t = clock(); ref = score_norm_reference(sg, w, False, grid, rmc, K); t_ref = (clock() - t) * n_mc / rmc
-                t = clock(); new = score_norm_table(sg, w, False, grid, n_mc, K, device=device, cache=True); t_new = clock() - t
-                t = clock(); again = score_norm_table(sg, w, False, grid, n_mc, K, device=device, cache=True); t_hit = clock() - t
+                wp = space_group(sg).wyckoffs[w]
+                rmc = n_mc if name == "medium" else min(n_mc, ref_mc_full)
+                t = clock()
+                ref = score_norm_reference(sg, w, False, grid, rmc, K)
+                t_ref = (clock() - t) * n_mc / rmc
+                t = clock()
+                new = score_norm_table(sg, w, False, grid, n_mc, K, device=device, cache=True)
+                t_new = clock() - t
+                t = clock()
+                again = score_norm_table(sg, w, False, grid, n_mc, K, device=device, cache=True)
+                t_hit = clock() - t
                 cmp = new if rmc == n_mc else score_norm_values(sg, w, False, grid, rmc, K, device=device)
-                rows.append(dict(setting=name, key=f"{sg} {wp.multiplicity}{wp.letter}", images=wp.multiplicity, n_grid=len(grid),
-                                 n_mc=n_mc, K=K, numpy_reference_s=t_ref, reference_scaled=rmc != n_mc, torch_s=t_new,
-                                 cache_read_s=t_hit, same_after_read=bool(np.array_equal(new, again)),
-                                 max_rel_diff=float(np.abs(cmp / ref - 1).max())))
+                rows.append(
+                    dict(
+                        setting=name,
+                        key=f"{sg} {wp.multiplicity}{wp.letter}",
+                        images=wp.multiplicity,
+                        n_grid=len(grid),
+                        n_mc=n_mc,
+                        K=K,
+                        numpy_reference_s=t_ref,
+                        reference_scaled=rmc != n_mc,
+                        torch_s=t_new,
+                        cache_read_s=t_hit,
+                        same_after_read=bool(np.array_equal(new, again)),
+                        max_rel_diff=float(np.abs(cmp / ref - 1).max()),
+                    )
+                )
     finally: core.CACHE_PATH = old
     return pd.DataFrame(rows)
 
@@ -156,7 +217,11 @@ def _bench_data(profile: str, cfg):
             except Exception: pass
         return encode_crystals(asym, cfg)[0], structs, f"MP-20 test sample ({len(asym)} crystals, ../shared)"
     D = load_training_data("package", 0, 0, dataclasses.replace(cfg, max_sites=cfg.max_sites or 24))
-    return encode_crystals(D["train_asym"], cfg)[0], D["test_structs"], f"package crystals ({len(D['train'])}, <= 24 atoms)"
+    return (
+        encode_crystals(D["train_asym"], cfg)[0],
+        D["test_structs"],
+        f"package crystals ({len(D['train'])}, <= 24 atoms)",
+    )
 
 def bench_generative(profiles=("medium", "full"),   # profile names (tab_generation's parameters) or {name: parameters}
                      device="cpu", n_steps: int = 3, clock=time.perf_counter) -> pd.DataFrame:
@@ -167,31 +232,69 @@ def bench_generative(profiles=("medium", "full"),   # profile names (tab_generat
     rows = []
     for name, p in plans.items():
         lik = int(profile_params("tab_likelihood", name).get("ode_steps", 20) if named else p.get("ode_steps", 20))
-        cfg = config_from_params(p); data, structs, src = _bench_data(name, cfg)
+        cfg = config_from_params(p)
+        data, structs, src = _bench_data(name, cfg)
         ns = min(int(p.get("n_gen", 16)), 64) if name != "full" else 16
-        u = probe_throughput(cfg, data, device, n_steps=n_steps, n_sample=ns, sample_levels=3, n_lik=2, norm_mc=16, structures=structs[:8], clock=clock)
-        rows.append(dict(widths=name, crystals=src, device=u["device"], hidden=cfg.hidden, gnn=f"{cfg.gnn_hidden} x {cfg.gnn_layers}",
-                         T=cfg.T, discrete_s_per_step=u["s_per_discrete_step"], coords_s_per_step=u["s_per_coord_step"],
-                         sample_batch=u["sample_batch"], sampling_crystals_per_s=1.0 / (cfg.T * u["s_per_crystal_level"]),
-                         likelihood_s_per_crystal=u["s_per_crystal_rk4_step"] * lik, ode_steps=lik,
-                         fingerprint_s=u.get("s_per_fingerprint"), asu_s=u.get("s_per_structure_asu")))
+        u = probe_throughput(
+            cfg,
+            data,
+            device,
+            n_steps=n_steps,
+            n_sample=ns,
+            sample_levels=3,
+            n_lik=2,
+            norm_mc=16,
+            structures=structs[:8],
+            clock=clock,
+        )
+        rows.append(
+            dict(
+                widths=name,
+                crystals=src,
+                device=u["device"],
+                hidden=cfg.hidden,
+                gnn=f"{cfg.gnn_hidden} x {cfg.gnn_layers}",
+                T=cfg.T,
+                discrete_s_per_step=u["s_per_discrete_step"],
+                coords_s_per_step=u["s_per_coord_step"],
+                sample_batch=u["sample_batch"],
+                sampling_crystals_per_s=1.0 / (cfg.T * u["s_per_crystal_level"]),
+                likelihood_s_per_crystal=u["s_per_crystal_rk4_step"] * lik,
+                ode_steps=lik,
+                fingerprint_s=u.get("s_per_fingerprint"),
+                asu_s=u.get("s_per_structure_asu"),
+            )
+        )
     return pd.DataFrame(rows)
 
 def main_generative(argv=None):
     "Print the normaliser and the throughput tables of part 2."
-    ap = argparse.ArgumentParser(description="SGEquiDiff part 2 benchmarks: the score normaliser and training/sampling throughput")
+    ap = argparse.ArgumentParser(
+        description="SGEquiDiff part 2 benchmarks: the score normaliser and training/sampling throughput"
+    )
     ap.add_argument("--generative", action="store_true", help="(selects these benchmarks)")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--profiles", default="medium,full", help="comma-separated profiles whose widths are timed")
     ap.add_argument("--no-norm", action="store_true", help="skip the normaliser table")
-    ap.add_argument("--clock", choices=["wall", "cpu"], default=None,
-                    help="wall time, or the process's CPU time (robust on a shared machine; default: cpu on the CPU, wall on CUDA)")
+    ap.add_argument(
+        "--clock",
+        choices=["wall", "cpu"],
+        default=None,
+        help="wall time, or the process's CPU time (robust on a shared machine; default: cpu on the CPU, wall on CUDA)",
+    )
     args = ap.parse_args(argv)
-    clock = time.process_time if (args.clock or ("wall" if args.device.startswith("cuda") else "cpu")) == "cpu" else time.perf_counter
+    clock = (
+        time.process_time
+        if (args.clock or ("wall" if args.device.startswith("cuda") else "cpu")) == "cpu"
+        else time.perf_counter
+    )
     out = {}
     if not args.no_norm:
         out["norm"] = bench_score_norm(device=args.device, clock=clock)
-        print(f"Score normaliser, seconds per table ({'CPU' if clock is time.process_time else 'wall'} time; numpy reference before issue 35, torch, cache read)")
+        print(
+            f"Score normaliser, seconds per table ({'CPU' if clock is time.process_time else 'wall'} time; numpy "
+            f"reference before issue 35, torch, cache read)"
+        )
         print(out["norm"].to_string(index=False, float_format=lambda v: f"{v:,.4g}"))
     out["throughput"] = bench_generative(tuple(args.profiles.split(",")), args.device, clock=clock)
     print("\nTraining and sampling throughput at each profile's widths")

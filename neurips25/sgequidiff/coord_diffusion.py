@@ -8,9 +8,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from .symmetry import (space_group, apply_ops, wrapped_normal, project_to_wyckoff, orbit, orbit_index,
-                                            _wrap, symmetrize_cell, invariant_metric, metric_projector, noise_factor,
-                                            metric_norm)
+from .symmetry import (space_group, apply_ops, wrapped_normal, project_to_wyckoff, orbit,
+                                           orbit_index, _wrap, symmetrize_cell, invariant_metric, metric_projector,
+                                           noise_factor, metric_norm)
 from .lattice import LatticeGrid
 from .sg_prior import MLP, fourier_features, check_sg_tensor
 from .score_norm import score_norm_table, pruned_images
@@ -41,25 +41,33 @@ class WyckoffCosets:
 def wyckoff_cosets(sg: int, index: int) -> WyckoffCosets:
     "Coset tables of Wyckoff position `index` (letter order) of group sg."
     G = space_group(int(sg))
-    if not 0 <= index < len(G.wyckoffs): raise ValueError(f"group {sg} has Wyckoff indices 0..{len(G.wyckoffs) - 1}, got {index}")
+    if not 0 <= index < len(G.wyckoffs):
+        raise ValueError(f"group {sg} has Wyckoff indices 0..{len(G.wyckoffs) - 1}, got {index}")
     wp = G.wyckoffs[index]
     x = wp.point(np.array([0.1234567, 0.3456789, 0.7654321])[: wp.dof])
     imgs = apply_ops(G, x)[0]
     d = np.abs(_wrap(imgs[:, None] - imgs[None])).max(-1) < 1e-6
     first = d.argmax(1)                                                # first op giving the same point
-    reps = np.unique(first); coset_of = np.searchsorted(reps, first)
-    if len(reps) != wp.multiplicity: raise RuntimeError(f"coset count {len(reps)} != multiplicity {wp.multiplicity} ({sg}{wp.letter})")
+    reps = np.unique(first)
+    coset_of = np.searchsorted(reps, first)
+    if len(reps) != wp.multiplicity:
+        raise RuntimeError(f"coset count {len(reps)} != multiplicity {wp.multiplicity} ({sg}{wp.letter})")
     return WyckoffCosets(wp.P, wp.dof, reps, coset_of)
 
 # %% ../../nbs/p05_sgequidiff/06a_coordinate_diffusion.ipynb #cb2cc4d5
 def lattice_matrix(params: np.ndarray) -> np.ndarray:
-    "Row-vector lattice matrices (B, 3, 3) from (B, 6) parameters (a along x, b in the xy plane; same metric as pymatgen)."
+    ("Row-vector lattice matrices (B, 3, 3) from (B, 6) parameters (a along x, b in the xy plane; same metric as "
+     "pymatgen).")
     p = np.asarray(params, float).reshape(-1, 6)
-    a, b, c = p[:, 0], p[:, 1], p[:, 2]; al, be, ga = np.radians(p[:, 3:6]).T
-    cx = np.cos(be); cy = (np.cos(al) - np.cos(be) * np.cos(ga)) / np.sin(ga)
+    a, b, c = p[:, 0], p[:, 1], p[:, 2]
+    al, be, ga = np.radians(p[:, 3:6]).T
+    cx = np.cos(be)
+    cy = (np.cos(al) - np.cos(be) * np.cos(ga)) / np.sin(ga)
     cz = np.sqrt(np.clip(1 - cx ** 2 - cy ** 2, 1e-12, None))
     M = np.zeros((len(p), 3, 3))
-    M[:, 0, 0] = a; M[:, 1, 0] = b * np.cos(ga); M[:, 1, 1] = b * np.sin(ga)
+    M[:, 0, 0] = a
+    M[:, 1, 0] = b * np.cos(ga)
+    M[:, 1, 1] = b * np.sin(ga)
     M[:, 2] = np.stack([c * cx, c * cy, c * cz], -1)
     return M
 
@@ -92,21 +100,24 @@ class AsuBatch:
 METRICS = ("invariant", "fractional")
 
 def _metric_of(sg: int, metric: str) -> np.ndarray | None:
-    "The wrapped normal's metric tensor: the group average of A_g^T A_g ('invariant') or None (the port's 'fractional')."
+    ("The wrapped normal's metric tensor: the group average of A_g^T A_g ('invariant') or None (the port's "
+     "'fractional').")
     if metric not in METRICS: raise ValueError(f"metric must be one of {METRICS}, got {metric!r}")
     return invariant_metric(int(sg)) if metric == "invariant" else None
 
 @lru_cache(maxsize=None)
 def _atom_tables(sg: int, w: int, plain: bool, metric: str) -> tuple:
     "(P, P_M, C, M) of one Wyckoff position (the ablation: all three axes)."
-    wp = space_group(sg).wyckoffs[w]; M = _metric_of(sg, metric)
+    wp = space_group(sg).wyckoffs[w]
+    M = _metric_of(sg, metric)
     P = np.eye(3) if plain else wp.P
     Pm = np.eye(3) if plain else metric_projector(wp, M)
     return P, Pm, noise_factor(None if plain else wp, M), np.eye(3) if M is None else M
 
 def make_batch(designs: list,           # [(sg, lattice (6,), wyckoff indices, element tokens)]
                plain: bool = False,     # the ablation: identity projectors
-               metric: str = "invariant",  # the wrapped normal's metric: "invariant" (default) or "fractional" (the port)
+               metric: str = "invariant",  # the wrapped normal's metric: "invariant" (default) or "fractional" (the
+                                           # port)
               ) -> AsuBatch:
     "Index tables of a batch of asymmetric-unit designs."
     if not designs: raise ValueError("make_batch needs at least one design")
@@ -114,28 +125,74 @@ def make_batch(designs: list,           # [(sg, lattice (6,), wyckoff indices, e
     sgs, lats, ac, asg, wy, el, P, dof, order = [], [], [], [], [], [], [], [], []
     cA, ct, catom, cslot, pa, pc, pinv, ident = [], [], [], [], [], [], [], []
     Pm, C, Mt = [], [], []
-    n_atoms = n_cell = 0; n_max = 0
+    n_atoms = n_cell = 0
+    n_max = 0
     for b, (sg, lat, W, E) in enumerate(designs):
-        sg = int(check_sg_tensor(int(sg))); G = space_group(sg); Ainv = np.linalg.inv(G.A)
-        if len(W) != len(E) or not len(W): raise ValueError(f"design {b}: need as many elements as Wyckoff indices (at least one)")
+        sg = int(check_sg_tensor(int(sg)))
+        G = space_group(sg)
+        Ainv = np.linalg.inv(G.A)
+        if len(W) != len(E) or not len(W):
+            raise ValueError(f"design {b}: need as many elements as Wyckoff indices (at least one)")
         la = np.asarray(lat, float)
-        if la.shape != (6,) or not np.isfinite(la).all() or (la[:3] <= 0).any(): raise ValueError(f"design {b}: lattice must be 6 finite numbers with positive lengths, got {lat}")
-        if any(not 0 <= int(e) < 98 for e in E): raise ValueError(f"design {b}: element tokens must be in 0..97 (Z - 1), got {list(E)}")
-        sgs.append(sg); lats.append(la); slot = 0
+        if la.shape != (6,) or not np.isfinite(la).all() or (la[:3] <= 0).any():
+            raise ValueError(f"design {b}: lattice must be 6 finite numbers with positive lengths, got {lat}")
+        if any(not 0 <= int(e) < 98 for e in E):
+            raise ValueError(f"design {b}: element tokens must be in 0..97 (Z - 1), got {list(E)}")
+        sgs.append(sg)
+        lats.append(la)
+        slot = 0
         for w, e in zip(W, E):
             cz = wyckoff_cosets(sg, int(w))
-            ac.append(b); asg.append(sg); wy.append(int(w)); el.append(int(e)); order.append(G.order)
+            ac.append(b)
+            asg.append(sg)
+            wy.append(int(w))
+            el.append(int(e))
+            order.append(G.order)
             tab = _atom_tables(sg, int(w), bool(plain), metric)
-            P.append(tab[0]); Pm.append(tab[1]); C.append(tab[2]); Mt.append(tab[3]); dof.append(3 if plain else cz.dof)
+            P.append(tab[0])
+            Pm.append(tab[1])
+            C.append(tab[2])
+            Mt.append(tab[3])
+            dof.append(3 if plain else cz.dof)
             m = len(cz.reps)
-            cA.append(G.A[cz.reps]); ct.append(G.t[cz.reps]); catom += [n_atoms] * m; cslot += list(range(slot, slot + m))
-            pa += [n_atoms] * G.order; pc += list(n_cell + cz.coset_of); pinv.append(Ainv); ident.append(n_cell)
-            n_atoms += 1; n_cell += m; slot += m
+            cA.append(G.A[cz.reps])
+            ct.append(G.t[cz.reps])
+            catom += [n_atoms] * m
+            cslot += list(range(slot, slot + m))
+            pa += [n_atoms] * G.order
+            pc += list(n_cell + cz.coset_of)
+            pinv.append(Ainv)
+            ident.append(n_cell)
+            n_atoms += 1
+            n_cell += m
+            slot += m
         n_max = max(n_max, slot)
     cat = lambda x: np.concatenate(x) if x else x
-    return AsuBatch(len(designs), np.array(sgs), np.array(lats), np.array(ac), np.array(asg), np.array(wy), np.array(el),
-                    np.array(P), np.array(dof), np.array(order), np.array(catom), cat(cA), cat(ct), np.array(cslot), n_max,
-                    np.array(pa), np.array(pc), cat(pinv), np.array(ident), metric, np.array(Pm), np.array(C), np.array(Mt))
+    return AsuBatch(
+        len(designs),
+        np.array(sgs),
+        np.array(lats),
+        np.array(ac),
+        np.array(asg),
+        np.array(wy),
+        np.array(el),
+        np.array(P),
+        np.array(dof),
+        np.array(order),
+        np.array(catom),
+        cat(cA),
+        cat(ct),
+        np.array(cslot),
+        n_max,
+        np.array(pa),
+        np.array(pc),
+        cat(pinv),
+        np.array(ident),
+        metric,
+        np.array(Pm),
+        np.array(C),
+        np.array(Mt),
+    )
 
 def cell_coords(batch: AsuBatch, x: np.ndarray) -> np.ndarray:
     "Fractional coordinates (m, 3) of every cell atom, (A_g x_i + t_g) mod 1."
@@ -147,18 +204,26 @@ def build_structures(batch: AsuBatch, x: np.ndarray, symbols: tuple) -> list:
     # origin choice 2 for the 24 groups of representation.ORIGIN_CHOICE_2: representation.standard_setting shifts a
     # structure to spglib's default setting (origin choice 1), the one Structure.from_spacegroup expects
     from pymatgen.core import Structure, Lattice
-    X = cell_coords(batch, x); cr = batch.atom_crystal[batch.cell_atom]
+    X = cell_coords(batch, x)
+    cr = batch.atom_crystal[batch.cell_atom]
     out = []
     for b in range(batch.n_crystals):
         k = cr == b
-        out.append(Structure(Lattice.from_parameters(*batch.lattice[b]), [symbols[e] for e in batch.elem[batch.cell_atom[k]]], X[k]))
+        out.append(
+            Structure(
+                Lattice.from_parameters(*batch.lattice[b]), [symbols[e] for e in batch.elem[batch.cell_atom[k]]], X[k]
+            )
+        )
     return out
 
 # %% ../../nbs/p05_sgequidiff/06a_coordinate_diffusion.ipynb #5ccaaa35
 def wrapped_log_density(sg: int, x0: np.ndarray, xt: np.ndarray, sigma: float, K: int = 1,
                         metric: str = "invariant") -> np.ndarray:
-    "log sum_{g,k} exp(-|xt - g x0 - k|_M^2 / 2 sigma^2) (n,) for points xt (n, 3) and one x0 (3,) or one per point (n, 3)."
-    G = space_group(int(sg)); xt = np.atleast_2d(np.asarray(xt, float)); x0 = np.atleast_2d(np.asarray(x0, float))
+    ("log sum_{g,k} exp(-|xt - g x0 - k|_M^2 / 2 sigma^2) (n,) for points xt (n, 3) and one x0 (3,) or one per point "
+     "(n, 3).")
+    G = space_group(int(sg))
+    xt = np.atleast_2d(np.asarray(xt, float))
+    x0 = np.atleast_2d(np.asarray(x0, float))
     orb = apply_ops(G, x0)
     if len(orb) == 1: orb = orb[0]
     return wrapped_normal(xt, orb, float(sigma), K, _metric_of(sg, metric), tangent=True)[0]
@@ -167,17 +232,22 @@ def wrapped_score(batch: AsuBatch, x0: np.ndarray, xt: np.ndarray, sigma: np.nda
     "The target per ASU atom (n, 3): P_M M^-1 grad log p(xt | x0) in the batch's metric M; sigma per atom (n,)."
     out = np.zeros_like(xt)
     for sg in np.unique(batch.atom_sg):
-        G = space_group(int(sg)); idx = np.flatnonzero(batch.atom_sg == sg); M = _metric_of(sg, batch.metric)
+        G = space_group(int(sg))
+        idx = np.flatnonzero(batch.atom_sg == sg)
+        M = _metric_of(sg, batch.metric)
         for s in np.unique(sigma[idx]):
             j = idx[sigma[idx] == s]
             out[j] = wrapped_normal(xt[j], apply_ops(G, x0[j]), float(s), K, M, tangent=True)[1]
     return np.einsum("nij,nj->ni", batch.Pm, out)
 
 def wrapped_score_torch(batch: AsuBatch, x0, xt, sigma, K: int = 1, device="cpu") -> torch.Tensor:
-    "wrapped_score in torch (float64) on `device`, all atoms at once: the batch's distinct orbit images, pruned lattice images."
-    dev = torch.device(device); f = lambda a: torch.as_tensor(np.asarray(a, float), dtype=torch.float64, device=dev)
-    sigma = np.asarray(sigma, float); ca = torch.as_tensor(batch.cell_atom, device=dev)
-    ev = np.linalg.eigvalsh(batch.Mt)                                              # (n, 3) eigenvalues of each atom's metric
+    ("wrapped_score in torch (float64) on `device`, all atoms at once: the batch's distinct orbit images, pruned "
+     "lattice images.")
+    dev = torch.device(device)
+    f = lambda a: torch.as_tensor(np.asarray(a, float), dtype=torch.float64, device=dev)
+    sigma = np.asarray(sigma, float)
+    ca = torch.as_tensor(batch.cell_atom, device=dev)
+    ev = np.linalg.eigvalsh(batch.Mt)                                         # (n, 3) eigenvalues of each atom's metric
     k = f(pruned_images(K, sigma.max(), lam=(ev[:, 0].min(), ev[:, -1].max())))   # exact for every atom of the batch
     X0, XT, S2 = f(x0), f(xt), f(sigma) ** 2
     orb = torch.remainder(torch.einsum("mij,mj->mi", f(batch.cell_A), X0[ca]) + f(batch.cell_t), 1.0)   # (m, 3)
@@ -186,20 +256,22 @@ def wrapped_score_torch(batch: AsuBatch, x0, xt, sigma, K: int = 1, device="cpu"
     e = -torch.einsum("mki,mij,mkj->mk", v, f(batch.Mt)[ca], v) / (2 * S2[ca][:, None])
     n = len(batch.elem)
     emax = torch.full((n,), -torch.inf, dtype=e.dtype, device=dev).scatter_reduce(0, ca, e.max(1).values, "amax")
-    w = torch.exp(e - emax[ca][:, None])                                           # softmax over each atom's (image, k) terms
+    w = torch.exp(e - emax[ca][:, None])                                     # softmax over each atom's (image, k) terms
     Z = torch.zeros(n, dtype=e.dtype, device=dev).index_add(0, ca, w.sum(1))
     num = torch.zeros(n, 3, dtype=e.dtype, device=dev).index_add(0, ca, (w[..., None] * v).sum(1))
     return torch.einsum("nij,nj->ni", f(batch.Pm), -num / Z[:, None] / S2[:, None])
 
 class ScoreNorm:
-    "s_bar(G, w, sigma) = E|P_M score|_M, Monte Carlo on a sigma grid per (group, position, mode), log-log interpolated."
+    ("s_bar(G, w, sigma) = E|P_M score|_M, Monte Carlo on a sigma grid per (group, position, mode), log-log "
+     "interpolated.")
     # each (group, position, mode) table comes from score_norm.score_norm_table: computed once in torch on `device`
     # and kept in core's content-addressed cache, shared by every run, seed and arm with the same key (06b)
     def __init__(self, sigma_min: float, sigma_max: float, n_grid: int = 10, n_mc: int = 256, K: int = 1, seed: int = 0,
                  metric: str = "invariant",
                  device="cpu"):     # torch device that computes a missing table (the model's at training time)
         _metric_of(1, metric)
-        self.grid = np.geomspace(sigma_min, sigma_max, n_grid); self.n_mc, self.K, self.seed = n_mc, K, seed
+        self.grid = np.geomspace(sigma_min, sigma_max, n_grid)
+        self.n_mc, self.K, self.seed = n_mc, K, seed
         self.metric, self.device = metric, device
         self.table: dict = {}
 
@@ -208,7 +280,10 @@ class ScoreNorm:
 
     def prefill(self, sg: np.ndarray, w: np.ndarray, plain: bool = False, desc: str = "score normaliser") -> int:
         "Load or compute the tables of every (sg, w) pair given (progress bar); return how many were missing here."
-        keys = sorted({(int(a), int(b), bool(plain)) for a, b in zip(np.asarray(sg).ravel(), np.asarray(w).ravel())} - set(self.table))
+        keys = sorted(
+            {(int(a), int(b), bool(plain)) for a, b in zip(np.asarray(sg).ravel(), np.asarray(w).ravel())}
+            - set(self.table)
+        )
         for k in progress(keys, desc=desc): self.table[k] = self._compute(*k)
         return len(keys)
 
@@ -216,9 +291,11 @@ class ScoreNorm:
         "s_bar per atom (n,)."
         sg, w, sigma = np.asarray(sg), np.asarray(w), np.asarray(sigma, float)
         if not (sigma > 0).all(): raise ValueError("sigma must be positive")
-        out = np.empty(len(sg)); code = sg.astype(np.int64) * 100 + w
+        out = np.empty(len(sg))
+        code = sg.astype(np.int64) * 100 + w
         for c in np.unique(code):
-            j = code == c; key = (int(c // 100), int(c % 100), bool(plain))
+            j = code == c
+            key = (int(c // 100), int(c % 100), bool(plain))
             if key not in self.table: self.table[key] = self._compute(*key)
             out[j] = np.exp(np.interp(np.log(sigma[j]), np.log(self.grid), np.log(self.table[key])))
         return out
@@ -230,7 +307,10 @@ def check_metric_match(batch: AsuBatch, norm: ScoreNorm):
 
 
 # %% ../../nbs/p05_sgequidiff/06a_coordinate_diffusion.ipynb #5b17c695
-_KVEC = torch.tensor([[i, j, k] for i in (-1, 0, 1) for j in (-1, 0, 1) for k in (-1, 0, 1) if (i, j, k) > (0, 0, 0)], dtype=torch.float32)
+_KVEC = torch.tensor(
+    [[i, j, k] for i in (-1, 0, 1) for j in (-1, 0, 1) for k in (-1, 0, 1) if (i, j, k) > (0, 0, 0)],
+    dtype=torch.float32,
+)
 
 class PeriodicGNN(nn.Module):
     "Non-equivariant message-passing network on a periodic cell: per-atom 3-vectors (fractional units)."
@@ -239,9 +319,11 @@ class PeriodicGNN(nn.Module):
         self.register_buffer("kvec", _KVEC.clone())
         self.elem = nn.Embedding(98, hidden)
         self.node_in = nn.Linear(6 * 2 + 2 * n_freq + 6, hidden)
-        self.register_buffer("mu", torch.linspace(0, cutoff, n_rbf)); self.gamma = (n_rbf / cutoff) ** 2
+        self.register_buffer("mu", torch.linspace(0, cutoff, n_rbf))
+        self.gamma = (n_rbf / cutoff) ** 2
         d_e = 2 * len(_KVEC) + n_rbf
-        # the edge MLP's first layer on [h_i ‖ h_j ‖ e_ij], split as W_i h_i + W_j h_j + W_e e_ij (same function, n× cheaper)
+        # the edge MLP's first layer on [h_i ‖ h_j ‖ e_ij], split as W_i h_i + W_j h_j + W_e e_ij (same function, n×
+        # cheaper)
         self.edge_i = nn.ModuleList([nn.Linear(hidden, hidden, bias=False) for _ in range(n_layers)])
         self.edge_j = nn.ModuleList([nn.Linear(hidden, hidden, bias=False) for _ in range(n_layers)])
         self.edge_e = nn.ModuleList([nn.Linear(d_e, hidden) for _ in range(n_layers)])
@@ -251,9 +333,12 @@ class PeriodicGNN(nn.Module):
         self.n_freq = n_freq
 
     def forward(self, x, elem, mask, L, lat_norm, log_sigma):
-        "x (B, n, 3) fractional, elem (B, n), mask (B, n) bool, L (B, 3, 3) rows, lat_norm (B, 6), log_sigma (B,) -> (B, n, 3)."
+        ("x (B, n, 3) fractional, elem (B, n), mask (B, n) bool, L (B, 3, 3) rows, lat_norm (B, 6), log_sigma (B,) -> "
+         "(B, n, 3).")
         B, n, _ = x.shape
-        d = x[:, None] - x[:, :, None]; d = d - torch.round(d)                        # (B, i, j, 3) wrapped x_j - x_i
+        # (B, i, j, 3) wrapped x_j - x_i
+        d = x[:, None] - x[:, :, None]
+        d = d - torch.round(d)
         ph = 2 * torch.pi * d @ self.kvec.T
         dist = torch.linalg.norm(torch.einsum("bijk,bkl->bijl", d, L), dim=-1)
         e = torch.cat([ph.sin(), ph.cos(), torch.exp(-self.gamma * (dist[..., None] - self.mu) ** 2)], -1)
@@ -265,7 +350,7 @@ class PeriodicGNN(nn.Module):
         for fi, fj, fe, fo, fn in zip(self.edge_i, self.edge_j, self.edge_e, self.edge_out, self.node):
             m = fo(fi(h)[:, :, None] + fj(h)[:, None] + fe(e)) * pm
             h = h + fn(torch.cat([h, m.sum(2) / cnt.sqrt()], -1))
-        u = torch.sin(2 * torch.pi * d) / (2 * torch.pi)                              # periodic direction, smooth at |d| = 1/2
+        u = torch.sin(2 * torch.pi * d) / (2 * torch.pi)                       # periodic direction, smooth at |d| = 1/2
         v = self.out(h) + (self.alpha(m) * u * pm).sum(2) / cnt
         return v * mask[..., None]
 
@@ -274,12 +359,16 @@ MODES = ("equivariant", "plain")
 
 class CoordScoreModel(nn.Module):
     "Normalised score of the ASU coordinates: group-averaged (equivariant) or plain backbone output (ablation)."
-    def __init__(self, mode: str = "equivariant", hidden: int = 64, n_layers: int = 3, grid: LatticeGrid = LatticeGrid()):
+    def __init__(
+        self, mode: str = "equivariant", hidden: int = 64, n_layers: int = 3, grid: LatticeGrid = LatticeGrid()
+    ):
         super().__init__()
         if mode not in MODES: raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-        self.mode = mode; self.backbone = PeriodicGNN(hidden, n_layers)
+        self.mode = mode
+        self.backbone = PeriodicGNN(hidden, n_layers)
         r = torch.tensor(grid.ranges(), dtype=torch.float32)
-        self.register_buffer("lo", r[:, 0]); self.register_buffer("width", r[:, 1] - r[:, 0])
+        self.register_buffer("lo", r[:, 0])
+        self.register_buffer("width", r[:, 1] - r[:, 0])
 
     @property
     def plain(self) -> bool: return self.mode == "plain"
@@ -294,17 +383,23 @@ class CoordScoreModel(nn.Module):
                  lat=(f(batch.lattice) - self.lo) / self.width * 8 - 4, pair_atom=f(batch.pair_atom, torch.long),
                  pair_cell=f(batch.pair_cell, torch.long), pair_Ainv=f(batch.pair_Ainv), order=f(batch.order),
                  ident=f(batch.ident_cell, torch.long))
-        batch._t = t; return t
+        batch._t = t
+        return t
 
     def forward(self, batch: AsuBatch, x, log_sigma, project: bool = True) -> torch.Tensor:
         "Normalised score (n, 3) at ASU coordinates x (n, 3); log_sigma per crystal (B,)."
-        t = self._tensors(batch); dev = self.lo.device
-        x = torch.as_tensor(x, dtype=torch.float32, device=dev); ls = torch.as_tensor(log_sigma, dtype=torch.float32, device=dev)
+        t = self._tensors(batch)
+        dev = self.lo.device
+        x = torch.as_tensor(x, dtype=torch.float32, device=dev)
+        ls = torch.as_tensor(log_sigma, dtype=torch.float32, device=dev)
         xc = torch.remainder(torch.einsum("mij,mj->mi", t["cell_A"], x[t["cell_atom"]]) + t["cell_t"], 1.0)
         B, n = batch.n_crystals, batch.n_max
-        X = torch.zeros(B, n, 3, device=dev); E = torch.zeros(B, n, dtype=torch.long, device=dev)
+        X = torch.zeros(B, n, 3, device=dev)
+        E = torch.zeros(B, n, dtype=torch.long, device=dev)
         M = torch.zeros(B, n, dtype=torch.bool, device=dev)
-        X[t["crys"], t["slot"]] = xc; E[t["crys"], t["slot"]] = t["elem"]; M[t["crys"], t["slot"]] = True
+        X[t["crys"], t["slot"]] = xc
+        E[t["crys"], t["slot"]] = t["elem"]
+        M[t["crys"], t["slot"]] = True
         F = self.backbone(X, E, M, t["L"], t["lat"], ls)[t["crys"], t["slot"]]           # (m, 3) per cell atom
         if self.plain: return F[t["ident"]]
         pulled = torch.einsum("pij,pj->pi", t["pair_Ainv"], F[t["pair_cell"]])          # A_g^{-1} f(X)[g x_i]
@@ -315,13 +410,25 @@ class CoordScoreModel(nn.Module):
 @torch.no_grad()
 def symmetrized_score_slow(model: CoordScoreModel, sg: int, lattice, W, E, X, log_sigma: float) -> np.ndarray:
     "(1/|G|) sum_g A_g^{-1} f(cell)[g x_i] for each ASU atom of one crystal, via distance search (no projection)."
-    G = space_group(sg); orbs = [orbit(G, x, tol=1e-5) for x in np.asarray(X, float)]
-    cell = np.concatenate(orbs); el = np.concatenate([[e] * len(o) for e, o in zip(E, orbs)])
-    dev = model.lo.device; n = len(cell)
-    F = model.backbone(torch.tensor(cell, dtype=torch.float32, device=dev)[None], torch.tensor(el, device=dev)[None],
-                       torch.ones(1, n, dtype=torch.bool, device=dev), torch.tensor(lattice_matrix(lattice), dtype=torch.float32, device=dev),
-                       ((torch.tensor(np.asarray(lattice, np.float32), device=dev) - model.lo) / model.width * 8 - 4)[None],
-                       torch.tensor([log_sigma], dtype=torch.float32, device=dev))[0].double().cpu().numpy()
+    G = space_group(sg)
+    orbs = [orbit(G, x, tol=1e-5) for x in np.asarray(X, float)]
+    cell = np.concatenate(orbs)
+    el = np.concatenate([[e] * len(o) for e, o in zip(E, orbs)])
+    dev = model.lo.device
+    n = len(cell)
+    F = (
+        model.backbone(
+            torch.tensor(cell, dtype=torch.float32, device=dev)[None],
+            torch.tensor(el, device=dev)[None],
+            torch.ones(1, n, dtype=torch.bool, device=dev),
+            torch.tensor(lattice_matrix(lattice), dtype=torch.float32, device=dev),
+            ((torch.tensor(np.asarray(lattice, np.float32), device=dev) - model.lo) / model.width * 8 - 4)[None],
+            torch.tensor([log_sigma], dtype=torch.float32, device=dev),
+        )[0]
+        .double()
+        .cpu()
+        .numpy()
+    )
     s = symmetrize_cell(G, F, cell, tol=1e-5)
     return s[np.cumsum([0] + [len(o) for o in orbs[:-1]])]
 
@@ -330,13 +437,17 @@ def coord_loss(model: CoordScoreModel, batch: AsuBatch,
                x0: np.ndarray,                 # (n, 3) clean ASU coordinates (on their Wyckoff subspaces)
                sigmas: np.ndarray,             # the VE schedule (T,)
                norm: ScoreNorm, rng: np.random.Generator, K: int = 1,
-               target: str = "auto",           # the target's backend: numpy | torch | auto (torch when the model is on CUDA)
+               target: str = "auto",      # the target's backend: numpy | torch | auto (torch when the model is on CUDA)
               ) -> torch.Tensor:
     "Denoising score-matching loss of the coordinate model on one batch."
     x0 = np.asarray(x0, float)
-    if x0.shape != (len(batch.elem), 3) or not np.isfinite(x0).all(): raise ValueError(f"x0 must be finite with shape ({len(batch.elem)}, 3)")
-    if target not in ("auto", "numpy", "torch"): raise ValueError(f"target must be auto, numpy or torch, got {target!r}")
-    t = rng.integers(len(sigmas), size=batch.n_crystals); sig_c = sigmas[t]; sig = sig_c[batch.atom_crystal]
+    if x0.shape != (len(batch.elem), 3) or not np.isfinite(x0).all():
+        raise ValueError(f"x0 must be finite with shape ({len(batch.elem)}, 3)")
+    if target not in ("auto", "numpy", "torch"):
+        raise ValueError(f"target must be auto, numpy or torch, got {target!r}")
+    t = rng.integers(len(sigmas), size=batch.n_crystals)
+    sig_c = sigmas[t]
+    sig = sig_c[batch.atom_crystal]
     check_metric_match(batch, norm)
     xt = np.mod(x0 + np.einsum("nij,nj->ni", batch.C, rng.standard_normal(x0.shape)) * sig[:, None], 1.0)
     sb = norm(batch.atom_sg, batch.wyck, sig, model.plain)[:, None]
@@ -361,7 +472,12 @@ def project_batch(batch: AsuBatch, x: np.ndarray) -> np.ndarray:
 def init_coords(batch: AsuBatch, rng: np.random.Generator, plain: bool = False) -> np.ndarray:
     "x_T: uniform on each atom's Wyckoff subspace (uniform on the torus for the ablation)."
     if plain: return rng.random((len(batch.elem), 3))
-    return np.array([space_group(s).wyckoffs[w].point(rng.random(space_group(s).wyckoffs[w].dof)) for s, w in zip(batch.atom_sg, batch.wyck)]).reshape(-1, 3)
+    return np.array(
+        [
+            space_group(s).wyckoffs[w].point(rng.random(space_group(s).wyckoffs[w].dof))
+            for s, w in zip(batch.atom_sg, batch.wyck)
+        ]
+    ).reshape(-1, 3)
 
 @torch.no_grad()
 def pc_sample(model: CoordScoreModel, batch: AsuBatch,
@@ -374,29 +490,39 @@ def pc_sample(model: CoordScoreModel, batch: AsuBatch,
              ) -> np.ndarray:
     "ASU coordinates (n, 3) drawn by the reverse VE predictor-corrector sampler, projected onto the Wyckoff subspaces."
     check_metric_match(batch, norm)
-    plain = model.plain; C = batch.C; n = len(batch.elem); active = batch.dof > 0
+    plain = model.plain
+    C = batch.C
+    n = len(batch.elem)
+    active = batch.dof > 0
     mnorm = lambda v: np.sqrt(np.einsum("ni,nij,nj->n", v, batch.Mt, v))          # |v|_M per atom
     x = init_coords(batch, rng, plain)
-    crys = batch.atom_crystal; B = batch.n_crystals
+    crys = batch.atom_crystal
+    B = batch.n_crystals
     def score(x, s):
         sig = np.full(n, s)
-        return model(batch, x, np.full(B, np.log(s))).double().cpu().numpy() * norm(batch.atom_sg, batch.wyck, sig, plain)[:, None]
+        return (
+            model(batch, x, np.full(B, np.log(s))).double().cpu().numpy()
+            * norm(batch.atom_sg, batch.wyck, sig, plain)[:, None]
+        )
     def crystal_mean(v):                                    # per-crystal mean of per-atom norms over moving atoms
-        num = np.bincount(crys, np.where(active, v, 0), B); den = np.bincount(crys, active.astype(float), B)
+        num = np.bincount(crys, np.where(active, v, 0), B)
+        den = np.bincount(crys, active.astype(float), B)
         return (num / np.maximum(den, 1))[crys]
     steps = range(len(sigmas) - 1, -1, -1)
     for t in (progress_bar(steps) if progress_bar else steps):
-        s_t = sigmas[t]; s_prev = sigmas[t - 1] if t > 0 else 0.0
+        s_t = sigmas[t]
+        s_prev = sigmas[t - 1] if t > 0 else 0.0
         d2 = s_t ** 2 - s_prev ** 2
         z = np.einsum("nij,nj->ni", C, rng.standard_normal((n, 3)))
         x = x + d2 * score(x, s_t) + (np.sqrt(d2) * z if t > 0 else 0.0)          # predictor (the last step: no noise)
         if not plain: x = project_batch(batch, x)
         if t == 0: break
         for _ in range(n_corrector):                                              # Langevin corrector at sigma_{t-1}
-            g = score(x, s_prev); z = np.einsum("nij,nj->ni", C, rng.standard_normal((n, 3)))
+            g = score(x, s_prev)
+            z = np.einsum("nij,nj->ni", C, rng.standard_normal((n, 3)))
             gn, zn = crystal_mean(mnorm(g)), crystal_mean(mnorm(z))
             eps = np.where(active & (gn > 0), 2 * (snr * zn / np.maximum(gn, 1e-12)) ** 2, 0.0)
-            eps = np.minimum(eps, s_prev ** 2)                                     # never a step larger than the noise level
+            eps = np.minimum(eps, s_prev ** 2)                                # never a step larger than the noise level
             x = x + eps[:, None] * g + np.sqrt(2 * eps)[:, None] * z
             if not plain: x = project_batch(batch, x)
     return np.mod(x, 1.0)

@@ -20,7 +20,8 @@ __all__ = ['DATASETS', 'SHARED_SAMPLES', 'MP20_SOURCE', 'ELEMENT_POOL', 'package
 def _site_packages(mod: str) -> Path:
     import importlib.util
     spec = importlib.util.find_spec(mod)
-    if spec is None or not spec.submodule_search_locations: raise ModuleNotFoundError(f"package {mod!r} is not installed")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError(f"package {mod!r} is not installed")
     return Path(list(spec.submodule_search_locations)[0])
 
 def package_structures(sources: tuple = ("pymatgen", "aflow", "robocrys", "ase"),  # which collections
@@ -38,13 +39,15 @@ def package_structures(sources: tuple = ("pymatgen", "aflow", "robocrys", "ase")
         elif src == "aflow":                                   # the AFLOW prototype library shipped with pymatgen
             f = _site_packages("pymatgen") / "analysis" / "prototypes" / "aflow_prototypes.json.gz"
             for d in json.loads(gzip.open(f).read()):
-                snl = d["snl"]; tags = d.get("tags", {})
+                snl = d["snl"]
+                tags = d.get("tags", {})
                 name = tags.get("aflow_prototype_label") or tags.get("mineral") or "aflow"
                 add(src, name, Structure.from_dict({k: snl[k] for k in ("lattice", "sites", "charge") if k in snl}))
-        elif src == "robocrys":                                # robocrys/condense/mineral_db.json.gz (a pandas 'split' frame)
+        elif src == "robocrys":                          # robocrys/condense/mineral_db.json.gz (a pandas 'split' frame)
             f = _site_packages("robocrys") / "condense" / "mineral_db.json.gz"
             db = json.loads(gzip.open(f).read())
-            ci = db["columns"].index("structure"); mi = db["columns"].index("mineral")
+            ci = db["columns"].index("structure")
+            mi = db["columns"].index("mineral")
             for label, row in zip(db["index"], db["data"]):
                 add(src, f"{row[mi]} ({label})", Structure.from_dict(row[ci]))
         elif src == "ase":                                     # elemental reference crystals
@@ -54,21 +57,30 @@ def package_structures(sources: tuple = ("pymatgen", "aflow", "robocrys", "ase")
             for Z, rs in enumerate(reference_states):
                 if not rs or Z == 0: continue
                 sym = chemical_symbols[Z]
-                if rs["symmetry"] in ("atom", "diatom"): skipped.append((src, sym, f"molecular reference state ({rs['symmetry']})")); continue
+                if rs["symmetry"] in ("atom", "diatom"):
+                    skipped.append((src, sym, f"molecular reference state ({rs['symmetry']})"))
+                    continue
                 try: atoms = bulk(sym)
-                except Exception as e: skipped.append((src, sym, f"ase.build.bulk has no recipe: {e}")); continue
+                except Exception as e:
+                    skipped.append((src, sym, f"ase.build.bulk has no recipe: {e}"))
+                    continue
                 add(src, f"{sym} ({rs['symmetry']})", AseAtomsAdaptor.get_structure(atoms))
         else: raise ValueError(f"unknown source {src!r}: use pymatgen, aflow, robocrys or ase")
     return out, skipped
 
 def package_crystals(max_atoms: int | None = None,   # keep structures with at most this many atoms (None or 0: all)
-                     sources: tuple = ("pymatgen", "aflow", "robocrys", "ase"),  # which collections (default: all of them)
+                     sources: tuple = ("pymatgen", "aflow", "robocrys", "ase"),  # which collections (default: all of
+                                                                                 # them)
                     ) -> list:
-    "The de-duplicated package-shipped Structures with at most `max_atoms` atoms, elements only: the real data of the small and medium profiles."
+    ("The de-duplicated package-shipped Structures with at most `max_atoms` atoms, elements only: the real data of "
+     "the small and medium profiles.")
     recs = [r for r in package_structures(sources)[0] if not max_atoms or len(r[2]) <= max_atoms]
     out = []
     for _, _, s in dedup_structures(recs)[0]:
-        s = s.copy(); s.remove_oxidation_states(); out.append(s)    # as in the benchmark CSVs (pymatgen's carry some)
+        # as in the benchmark CSVs (pymatgen's carry some)
+        s = s.copy()
+        s.remove_oxidation_states()
+        out.append(s)
     return out
 
 def dedup_structures(records: list, matcher=None) -> tuple[list, list]:
@@ -80,20 +92,38 @@ def dedup_structures(records: list, matcher=None) -> tuple[list, list]:
         f = r[2].composition.reduced_formula
         prev = by_formula.setdefault(f, [])
         dup = next((k for k in prev if sm.fit(k[2], r[2])), None)
-        if dup is None: prev.append(r); kept.append(r)
+        if dup is None:
+            prev.append(r)
+            kept.append(r)
         else: dropped.append((r[:2], dup[:2]))
     return kept, dropped
 
 # %% ../../nbs/p05_sgequidiff/03_data.ipynb #4cecd788
 DATASETS = {
-    "mp_20":     dict(splits=dict(train=27136, val=9047, test=9046), max_atoms=20, symprec=0.1,
-                      source="CDVAE (txie-93/cdvae, MIT) data/mp_20/{split}.csv; Materials Project data, CC BY 4.0"),
-    "perov_5":   dict(splits=dict(train=11356, val=3787, test=3785), max_atoms=20, symprec=0.01,
-                      source="CDVAE (txie-93/cdvae, MIT) data/perov_5/{split}.csv; Castelli et al. 2012 via CMR"),
-    "carbon_24": dict(splits=dict(train=6091, val=2030, test=2032), max_atoms=24, symprec=0.1,
-                      source="CDVAE (txie-93/cdvae, MIT) data/carbon_24/{split}.csv; AIRSS, Materials Cloud 2020.0026/v1"),
-    "mpts_52":   dict(splits=dict(train=27380, val=5000, test=8096), max_atoms=52, symprec=0.1,
-                      source="DiffCSP (jiaor17/DiffCSP, MIT) data/mpts_52/{split}.csv; Materials Project data, CC BY 4.0"),
+    "mp_20": dict(
+        splits=dict(train=27136, val=9047, test=9046),
+        max_atoms=20,
+        symprec=0.1,
+        source="CDVAE (txie-93/cdvae, MIT) data/mp_20/{split}.csv; Materials Project data, CC BY 4.0",
+    ),
+    "perov_5": dict(
+        splits=dict(train=11356, val=3787, test=3785),
+        max_atoms=20,
+        symprec=0.01,
+        source="CDVAE (txie-93/cdvae, MIT) data/perov_5/{split}.csv; Castelli et al. 2012 via CMR",
+    ),
+    "carbon_24": dict(
+        splits=dict(train=6091, val=2030, test=2032),
+        max_atoms=24,
+        symprec=0.1,
+        source="CDVAE (txie-93/cdvae, MIT) data/carbon_24/{split}.csv; AIRSS, Materials Cloud 2020.0026/v1",
+    ),
+    "mpts_52": dict(
+        splits=dict(train=27380, val=5000, test=8096),
+        max_atoms=52,
+        symprec=0.1,
+        source="DiffCSP (jiaor17/DiffCSP, MIT) data/mpts_52/{split}.csv; Materials Project data, CC BY 4.0",
+    ),
 }
 SHARED_SAMPLES = {   # the first rows of the published test splits, in ../shared/data/crystals/ (see its README)
     "mp_20":   ("mp20_test_sample.csv", "5b751cdb1e34e6cc06465b8b01abac1d17ba341255d19cd4c1143fd7c1c9371f", 100),
@@ -115,13 +145,17 @@ def _read_cif_csv(path: Path, limit: int | None = None) -> list[dict]:
                     warnings.simplefilter("ignore")
                     r["structure"] = Structure.from_str(r["cif"], fmt="cif")
             except Exception as e:
-                raise ValueError(f"{path}: the CIF of row {i} (material_id {r.get('material_id', '?')}) does not parse: {type(e).__name__}: {e}") from None
+                raise ValueError(
+                    f"{path}: the CIF of row {i} (material_id {r.get('material_id', '?')}) does not parse: "
+                    f"{type(e).__name__}: {e}"
+                ) from None
             rows.append(r)
     return rows
 
 def load_crystal_csv(name: str,                 # mp_20 | perov_5 | carbon_24 | mpts_52
                      split: str = "test",       # train | val | test
-                     root: Path | str | None = None,  # folder with {split}.csv (default: the data layer's root of `name`)
+                     root: Path | str | None = None,  # folder with {split}.csv (default: the data layer's root of
+                                                      # `name`)
                      limit: int | None = None,  # read only the first rows (no row-count check then)
                      sha256: str | None = None, # expected checksum of the file, when known
                     ) -> list[dict]:
@@ -131,10 +165,14 @@ def load_crystal_csv(name: str,                 # mp_20 | perov_5 | carbon_24 | 
     if split not in info["splits"]: raise ValueError(f"unknown split {split!r}: use train, val or test")
     if root is None:
         from neurips25.sources.registry import source_root
-        root = source_root(name)                                        # data/external/<name>/ (or $NEURIPS25_DATA[_<NAME>])
+        root = source_root(name)                                   # data/external/<name>/ (or $NEURIPS25_DATA[_<NAME>])
     root = Path(root)
-    p = data_file(root / f"{split}.csv", sha256=sha256, source=info["source"].format(split=split),
-                  obtain=f"download it from the repository named in the source into {root}/ (the files are not shipped offline)")
+    p = data_file(
+        root / f"{split}.csv",
+        sha256=sha256,
+        source=info["source"].format(split=split),
+        obtain=f"download it from the repository named in the source into {root}/ (the files are not shipped offline)",
+    )
     rows = _read_cif_csv(p, limit)
     if limit is None and len(rows) != info["splits"][split]:
         raise ValueError(f"{p} has {len(rows)} rows; the published {name} {split} split has {info['splits'][split]}")
@@ -142,14 +180,17 @@ def load_crystal_csv(name: str,                 # mp_20 | perov_5 | carbon_24 | 
 
 MP20_SOURCE = "mp_20"   # the data layer's registered MP-20 source (neurips25.sources): data/external/mp_20/
 
-def mp20_folder(source: str,   # the user's MP-20 source: "mp_20" (the data layer's root) or a folder with {train,val,test}.csv
+def mp20_folder(source: str,   # the user's MP-20 source: "mp_20" (the data layer's root) or a folder with
+                               # {train,val,test}.csv
                ) -> Path:
     "The folder of the user's MP-20 CSVs that `source` names; an empty name is an error (no MP-20 source given)."
     from neurips25.sources.registry import source_root
     if not source:
-        raise ValueError("this run asks for MP-20 crystals but names no MP-20 source: set mp20_source=mp_20 (CDVAE's "
-                         f"data/mp_20/{{train,val,test}}.csv put in {source_root('mp_20')}/; `neurips25 data where mp_20`) "
-                         "or to a folder holding them")
+        raise ValueError(
+            "this run asks for MP-20 crystals but names no MP-20 source: set mp20_source=mp_20 (CDVAE's "
+            f"data/mp_20/{{train,val,test}}.csv put in {source_root('mp_20')}/; `neurips25 data where mp_20`) "
+            "or to a folder holding them"
+        )
     if source == MP20_SOURCE: return source_root("mp_20")
     p = Path(source).expanduser()
     return p if p.is_absolute() else DATA_PATH.parent / p
@@ -158,21 +199,30 @@ def load_mp20(source: str,                 # the user's MP-20 source (see mp20_f
               split: str = "test",         # train | val | test
               limit: int | None = None,    # read only the first rows (no row-count check then)
              ) -> list[dict]:
-    "Rows of the user's MP-20 split through the data layer (verified; never a substitute: a missing file is one clear error)."
+    ("Rows of the user's MP-20 split through the data layer (verified; never a substitute: a missing file is one "
+     "clear error).")
     from neurips25.sources.loaders import load_crystals
     return load_crystals("mp_20", split, root=mp20_folder(source), limit=limit).to_dict("records")
 
 def load_shared_sample(name: str = "mp_20") -> list[dict]:
-    "Tests and benchmarks only: the first rows of the real MP-20 / Perov-5 test split in ../shared/data/crystals/ (sha256-checked)."
+    ("Tests and benchmarks only: the first rows of the real MP-20 / Perov-5 test split in ../shared/data/crystals/ "
+     "(sha256-checked).")
     import os
     if os.environ.get("NEURIPS25_ARTEFACT"):
-        raise RuntimeError(f"load_shared_sample is for tests and benchmarks only, but artefact {os.environ['NEURIPS25_ARTEFACT']} "
-                           "called it: a profile's artefact may not read ../shared (use package_crystals or mp20_source)")
-    if name not in SHARED_SAMPLES: raise ValueError(f"no shared sample for {name!r}: use one of {sorted(SHARED_SAMPLES)}")
+        raise RuntimeError(
+            f"load_shared_sample is for tests and benchmarks only, but artefact {os.environ['NEURIPS25_ARTEFACT']} "
+            "called it: a profile's artefact may not read ../shared (use package_crystals or mp20_source)"
+        )
+    if name not in SHARED_SAMPLES:
+        raise ValueError(f"no shared sample for {name!r}: use one of {sorted(SHARED_SAMPLES)}")
     fname, sha, n = SHARED_SAMPLES[name]
-    p = data_file(SHARED_DATA / "crystals" / fname, sha256=sha, source="first rows of the published test split (see its README)",
-                  obtain="it lives beside the checkout in ../shared/data/crystals/ (not part of the project; "
-                         "$NEURIPS25_SHARED_DATA points elsewhere); only tests and benchmarks read it")
+    p = data_file(
+        SHARED_DATA / "crystals" / fname,
+        sha256=sha,
+        source="first rows of the published test split (see its README)",
+        obtain="it lives beside the checkout in ../shared/data/crystals/ (not part of the project; "
+        "$NEURIPS25_SHARED_DATA points elsewhere); only tests and benchmarks read it",
+    )
     rows = _read_cif_csv(p)
     if len(rows) != n: raise ValueError(f"{p} has {len(rows)} rows, expected {n}")
     return rows
@@ -196,10 +246,13 @@ def _draw_wyckoffs(G, n_sites: int, rng, exact: bool, max_asu: int = 20):
     for _ in range(200):
         letters, total, used0 = [], 0, set()
         while len(letters) < max_asu:
-            opts = [w for w in G.wyckoffs if total + w.multiplicity <= n_sites and not (w.dof == 0 and w.letter in used0)]
+            opts = [
+                w for w in G.wyckoffs if total + w.multiplicity <= n_sites and not (w.dof == 0 and w.letter in used0)
+            ]
             if not opts: break
             w = opts[rng.integers(len(opts))]
-            letters.append(w.letter); total += w.multiplicity
+            letters.append(w.letter)
+            total += w.multiplicity
             if w.dof == 0: used0.add(w.letter)
             if not exact and rng.random() < 0.35: break
             if total == n_sites: break
@@ -213,9 +266,12 @@ def _build(sg, letters, elements, volume, rng, min_dist, max_tries):
         coords = np.array([G.wyckoff(L).point(rng.random(G.wyckoff(L).dof)) for L in letters])
         try:
             c = AsymCrystal(sg, lat, tuple(letters), tuple(elements), coords)
-            c.to_structure(min_dist=min_dist); return c
+            c.to_structure(min_dist=min_dist)
+            return c
         except SymmetryError: continue
-    raise RuntimeError(f"no valid cell after {max_tries} tries (group {sg}, positions {''.join(letters)}, min_dist {min_dist} Å)")
+    raise RuntimeError(
+        f"no valid cell after {max_tries} tries (group {sg}, positions {''.join(letters)}, min_dist {min_dist} Å)"
+    )
 
 def random_crystal(rng: np.random.Generator,   # random generator
                    sg: int | None = None,      # space group (default: uniform over 1..230)
@@ -236,9 +292,12 @@ def random_crystal(rng: np.random.Generator,   # random generator
     n = sum(G.wyckoff(L).multiplicity for L in letters)
     return _build(g, letters, els, vol_per_atom * n, rng, min_dist, max_tries)
 
-def matched_random_crystal(ref: AsymCrystal, rng: np.random.Generator, min_dist: float = 0.5, max_tries: int = 50) -> AsymCrystal:
+def matched_random_crystal(
+    ref: AsymCrystal, rng: np.random.Generator, min_dist: float = 0.5, max_tries: int = 50
+) -> AsymCrystal:
     "A random crystal with the reference's group, number of sites, element set and volume per atom (baseline)."
-    G = ref.group; n = ref.n_sites
+    G = ref.group
+    n = ref.n_sites
     letters = _draw_wyckoffs(G, n, rng, exact=True)
     pool = sorted(set(ref.elements))
     els = [pool[i] for i in rng.integers(len(pool), size=len(letters))]
@@ -247,9 +306,17 @@ def matched_random_crystal(ref: AsymCrystal, rng: np.random.Generator, min_dist:
     vol = cell_volume(ref.lattice)
     return _build(ref.sg, letters, els, vol, rng, min_dist, max_tries)
 
-def perturbed_structure(s, rng: np.random.Generator, sigma_frac: float = 0.02, sigma_len: float = 0.02, sigma_ang: float = 1.0):
-    "A copy of Structure s with Gaussian noise on fractional coordinates, relative noise on lengths, noise on angles (degrees)."
+def perturbed_structure(
+    s, rng: np.random.Generator, sigma_frac: float = 0.02, sigma_len: float = 0.02, sigma_ang: float = 1.0
+):
+    ("A copy of Structure s with Gaussian noise on fractional coordinates, relative noise on lengths, noise on angles "
+     "(degrees).")
     from pymatgen.core import Structure, Lattice
     p = np.array(s.lattice.parameters)
-    p[:3] *= 1 + sigma_len * rng.standard_normal(3); p[3:] += sigma_ang * rng.standard_normal(3)
-    return Structure(Lattice.from_parameters(*p), s.species, np.mod(s.frac_coords + sigma_frac * rng.standard_normal(s.frac_coords.shape), 1.0))
+    p[:3] *= 1 + sigma_len * rng.standard_normal(3)
+    p[3:] += sigma_ang * rng.standard_normal(3)
+    return Structure(
+        Lattice.from_parameters(*p),
+        s.species,
+        np.mod(s.frac_coords + sigma_frac * rng.standard_normal(s.frac_coords.shape), 1.0),
+    )

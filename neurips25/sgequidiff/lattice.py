@@ -33,7 +33,8 @@ def free_mask(sg: int) -> np.ndarray:
 
 def _check_params(p) -> np.ndarray:
     p = np.asarray(p, float)
-    if p.shape[-1:] != (6,): raise ValueError(f"lattice parameters must have shape (..., 6) = a, b, c, alpha, beta, gamma; got {p.shape}")
+    if p.shape[-1:] != (6,):
+        raise ValueError(f"lattice parameters must have shape (..., 6) = a, b, c, alpha, beta, gamma; got {p.shape}")
     if not np.isfinite(p).all(): raise ValueError("lattice parameters contain NaN or infinite values")
     return p
 
@@ -53,7 +54,9 @@ def apply_bravais(params, sg: int, average: bool = True) -> np.ndarray:
 def cell_volume(params) -> np.ndarray:
     "Cell volume (Å^3) from (..., 6) parameters (angles in degrees); NaN-free, <= 0 for impossible cells."
     p = _check_params(params)
-    ca, cb, cg = np.cos(np.radians(p[..., 3:6])).T if p.ndim == 1 else np.moveaxis(np.cos(np.radians(p[..., 3:6])), -1, 0)
+    ca, cb, cg = (
+        np.cos(np.radians(p[..., 3:6])).T if p.ndim == 1 else np.moveaxis(np.cos(np.radians(p[..., 3:6])), -1, 0)
+    )
     g = 1 - ca ** 2 - cb ** 2 - cg ** 2 + 2 * ca * cb * cg
     return p[..., 0] * p[..., 1] * p[..., 2] * np.sign(g) * np.sqrt(np.abs(g))
 
@@ -71,9 +74,12 @@ class LatticeGrid:
 
     def __post_init__(self):
         for r in (self.length_range, self.angle_range):
-            if not (len(r) == 2 and np.isfinite(r).all() and r[0] < r[1]): raise ValueError(f"a range must be (low, high) with low < high, got {r}")
-        if int(self.n_bins) != self.n_bins or self.n_bins < 2: raise ValueError(f"n_bins must be an integer >= 2, got {self.n_bins}")
-        if int(self.n_telescopes) != self.n_telescopes or self.n_telescopes < 1: raise ValueError(f"n_telescopes must be a positive integer, got {self.n_telescopes}")
+            if not (len(r) == 2 and np.isfinite(r).all() and r[0] < r[1]):
+                raise ValueError(f"a range must be (low, high) with low < high, got {r}")
+        if int(self.n_bins) != self.n_bins or self.n_bins < 2:
+            raise ValueError(f"n_bins must be an integer >= 2, got {self.n_bins}")
+        if int(self.n_telescopes) != self.n_telescopes or self.n_telescopes < 1:
+            raise ValueError(f"n_telescopes must be a positive integer, got {self.n_telescopes}")
 
     def ranges(self) -> np.ndarray:
         "(6, 2) low/high of a, b, c, alpha, beta, gamma."
@@ -81,33 +87,42 @@ class LatticeGrid:
 
     def resolution(self) -> np.ndarray:
         "(6,) the largest decode error, half a finest bin."
-        r = self.ranges(); return (r[:, 1] - r[:, 0]) / self.n_bins ** self.n_telescopes / 2
+        r = self.ranges()
+        return (r[:, 1] - r[:, 0]) / self.n_bins ** self.n_telescopes / 2
 
     def normalize(self, params) -> np.ndarray:
         "Map parameters linearly from their ranges to [-4, 4]."
-        r = self.ranges(); return (_check_params(params) - r[:, 0]) / (r[:, 1] - r[:, 0]) * 8 - 4
+        r = self.ranges()
+        return (_check_params(params) - r[:, 0]) / (r[:, 1] - r[:, 0]) * 8 - 4
 
     def encode(self, params) -> np.ndarray:
         "Bin indices (..., 6, n_telescopes) of parameters (..., 6); error outside the ranges."
-        p = _check_params(params); r = self.ranges()
+        p = _check_params(params)
+        r = self.ranges()
         u = (p - r[:, 0]) / (r[:, 1] - r[:, 0])
         if (u < 0).any() or (u > 1).any():
             bad = np.argwhere((u < 0) | (u > 1))[0]
-            raise ValueError(f"lattice parameter {PARAMS[bad[-1]]}={p[tuple(bad)]:.4g} is outside its range {tuple(r[bad[-1]])}")
+            raise ValueError(
+                f"lattice parameter {PARAMS[bad[-1]]}={p[tuple(bad)]:.4g} is outside its range {tuple(r[bad[-1]])}"
+            )
         idx = []
         for _ in range(self.n_telescopes):              # telescoping: bin, then re-scale the bin to [0, 1)
             k = np.minimum(np.floor(u * self.n_bins), self.n_bins - 1)
-            idx.append(k); u = u * self.n_bins - k
+            idx.append(k)
+            u = u * self.n_bins - k
         return np.stack(idx, -1).astype(int)
 
     def decode(self, idx) -> np.ndarray:
         "Midpoints of the finest bins (..., 6) from indices (..., 6, n_telescopes)."
         idx = np.asarray(idx)
-        if idx.shape[-2:] != (6, self.n_telescopes): raise ValueError(f"indices must have shape (..., 6, {self.n_telescopes}), got {idx.shape}")
-        if (idx < 0).any() or (idx >= self.n_bins).any(): raise ValueError(f"bin indices must be in 0..{self.n_bins - 1}")
+        if idx.shape[-2:] != (6, self.n_telescopes):
+            raise ValueError(f"indices must have shape (..., 6, {self.n_telescopes}), got {idx.shape}")
+        if (idx < 0).any() or (idx >= self.n_bins).any():
+            raise ValueError(f"bin indices must be in 0..{self.n_bins - 1}")
         u = np.full(idx.shape[:-1], 0.5)
         for level in range(self.n_telescopes - 1, -1, -1): u = (idx[..., level] + u) / self.n_bins
-        r = self.ranges(); return r[:, 0] + u * (r[:, 1] - r[:, 0])
+        r = self.ranges()
+        return r[:, 0] + u * (r[:, 1] - r[:, 0])
 
 # %% ../../nbs/p05_sgequidiff/01_lattice.ipynb #10228aea
 def gamma_interval(alpha: float, beta: float, angle_range: tuple = ANGLE_RANGE) -> tuple[float, float]:
@@ -121,12 +136,14 @@ def _valid_gamma(g, alpha, beta):
 def gamma_mask(grid: LatticeGrid, alpha: float, beta: float) -> np.ndarray:
     "Boolean (n_bins, n_bins): fine bin j of coarse bin i has its midpoint in the valid gamma region (2 levels)."
     if grid.n_telescopes != 2: raise ValueError("gamma_mask is written for the 2-level grid")
-    n = grid.n_bins; lo, hi = grid.angle_range
+    n = grid.n_bins
+    lo, hi = grid.angle_range
     mid = lo + (np.arange(n)[:, None] + (np.arange(n)[None] + 0.5) / n) / n * (hi - lo)
     return _valid_gamma(mid, alpha, beta)
 
 def _log_softmax(z):
-    z = z - z.max(); return z - np.log(np.exp(z).sum())
+    z = z - z.max()
+    return z - np.log(np.exp(z).sum())
 
 @dataclass
 class LatticeSample:
@@ -139,26 +156,37 @@ class LatticeSample:
 def sample_lattice(sg: int,                         # space group (sets the ties)
                    grid: LatticeGrid = LatticeGrid(),  # the telescoping grid
                    rng: np.random.Generator | None = None,
-                   logits_fn: Callable | None = None,  # (param i, level, prefix params) -> (n_bins,) logits; None: uniform
+                   logits_fn: Callable | None = None,  # (param i, level, prefix params) -> (n_bins,) logits; None:
+                                                       # uniform
                    temperature: float = 1.0,
                   ) -> LatticeSample:
     "Draw a Bravais-valid lattice autoregressively on the telescoping grid."
-    sg = check_sg(sg); rng = np.random.default_rng() if rng is None else rng
+    sg = check_sg(sg)
+    rng = np.random.default_rng() if rng is None else rng
     if not temperature > 0: raise ValueError(f"temperature must be positive, got {temperature}")
     n, r = grid.n_bins, grid.ranges()
     spec = bravais_spec(sg)
-    params = np.full(6, np.nan); idx = -np.ones((6, grid.n_telescopes), int); lp = np.zeros((6, grid.n_telescopes))
+    params = np.full(6, np.nan)
+    idx = -np.ones((6, grid.n_telescopes), int)
+    lp = np.zeros((6, grid.n_telescopes))
     for i, t in enumerate(spec):
-        if t[0] == "tie": params[i] = params[t[1]]; continue
-        if t[0] == "fix": params[i] = t[1]; continue
+        if t[0] == "tie":
+            params[i] = params[t[1]]
+            continue
+        if t[0] == "fix":
+            params[i] = t[1]
+            continue
         mask = gamma_mask(grid, params[3], params[4]) if i == 5 else np.ones((n, n), bool)
         if not mask.any(): raise ValueError(f"no valid gamma bin for alpha={params[3]}, beta={params[4]}")
-        u = 0.0; lo_mask = mask.any(1)
+        u = 0.0
+        lo_mask = mask.any(1)
         for level in range(grid.n_telescopes):
             z = np.zeros(n) if logits_fn is None else np.asarray(logits_fn(i, level, params.copy()), float)
             if z.shape != (n,): raise ValueError(f"logits_fn must return shape ({n},), got {z.shape}")
             m = lo_mask if level == 0 else (mask[idx[i, 0]] if grid.n_telescopes == 2 else np.ones(n, bool))
             ls = _log_softmax(np.where(m, z / temperature, -np.inf))
-            k = rng.choice(n, p=np.exp(ls)); idx[i, level] = k; lp[i, level] = ls[k]
+            k = rng.choice(n, p=np.exp(ls))
+            idx[i, level] = k
+            lp[i, level] = ls[k]
         params[i] = grid.decode(np.where(idx < 0, 0, idx))[i]
     return LatticeSample(params, idx, lp)

@@ -16,7 +16,8 @@ __all__ = ['bravais_tables', 'gamma_mask_batch', 'LatticeSampler', 'lattice_log_
 # %% ../../nbs/p05_sgequidiff/05a_lattice_sampler.ipynb #1c76db62
 def bravais_tables() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     "(free (230, 6) bool, tie source (230, 6) long, fixed value (230, 6) float) for groups 1..230."
-    free = torch.zeros(230, 6, dtype=torch.bool); src = torch.full((230, 6), -1, dtype=torch.long)
+    free = torch.zeros(230, 6, dtype=torch.bool)
+    src = torch.full((230, 6), -1, dtype=torch.long)
     fix = torch.full((230, 6), float("nan"))
     for n in range(1, 231):
         for i, t in enumerate(bravais_spec(n)):
@@ -28,7 +29,8 @@ def bravais_tables() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
 # %% ../../nbs/p05_sgequidiff/05a_lattice_sampler.ipynb #16234419
 def gamma_mask_batch(grid: LatticeGrid, alpha: torch.Tensor, beta: torch.Tensor) -> torch.Tensor:
     "Boolean (B, n_bins, n_bins): fine gamma bins with a valid midpoint, |a-b| <= g <= a+b and a+b+g < 360 (degrees)."
-    n = grid.n_bins; lo, hi = grid.angle_range
+    n = grid.n_bins
+    lo, hi = grid.angle_range
     k = torch.arange(n, dtype=alpha.dtype, device=alpha.device)
     mid = lo + (k[:, None] + (k[None] + 0.5) / n) / n * (hi - lo)             # (n, n) midpoints
     a, b = alpha[:, None, None], beta[:, None, None]
@@ -51,9 +53,12 @@ class LatticeSampler(nn.Module):
         self.out = nn.Sequential(nn.SiLU(), nn.Linear(hidden, 6))  # 6 logits per bin, column i is used
         self.n_freq = n_freq
         free, src, fix = bravais_tables()
-        self.register_buffer("free", free); self.register_buffer("src", src); self.register_buffer("fix", fix)
+        self.register_buffer("free", free)
+        self.register_buffer("src", src)
+        self.register_buffer("fix", fix)
         r = torch.tensor(grid.ranges(), dtype=torch.float32)
-        self.register_buffer("lo", r[:, 0]); self.register_buffer("width", r[:, 1] - r[:, 0])
+        self.register_buffer("lo", r[:, 0])
+        self.register_buffer("width", r[:, 1] - r[:, 0])
 
     def normalize(self, p: torch.Tensor) -> torch.Tensor:
         "Parameters (..., 6) -> [-4, 4]."
@@ -61,11 +66,14 @@ class LatticeSampler(nn.Module):
 
     def _cond(self, sg: torch.Tensor, prefix: torch.Tensor, known: torch.Tensor) -> torch.Tensor:
         "W_c [sg emb ‖ slot embeddings ‖ mask] for rows; prefix (R, 6) decoded values, known (R, 6) bool."
-        v = self.val_emb(fourier_features(self.normalize(prefix)[..., None], self.n_freq)) * known[..., None]   # (R, 6, H)
+        v = (
+            self.val_emb(fourier_features(self.normalize(prefix)[..., None], self.n_freq)) * known[..., None]
+        )  # (R, 6, H)
         return self.cond(torch.cat([self.sg_enc(sg), v.flatten(1), known.float()], -1))
 
     def _edges(self, coarse: torch.Tensor | None, i: torch.Tensor) -> torch.Tensor:
-        "Normalised (low, high) edges of the candidate bins: (R, n, 2); coarse=None for level 1, else the chosen coarse bin."
+        ("Normalised (low, high) edges of the candidate bins: (R, n, 2); coarse=None for level 1, else the chosen "
+         "coarse bin.")
         n = self.grid.n_bins
         k = torch.arange(n + 1, device=i.device, dtype=torch.float32) / n          # (n+1,) in [0, 1]
         u = k[None].expand(len(i), -1) if coarse is None else (coarse[:, None].float() + k[None]) / n
@@ -90,7 +98,10 @@ class LatticeSampler(nn.Module):
 # %% ../../nbs/p05_sgequidiff/05a_lattice_sampler.ipynb #97ccf4b6
 def _check_lattice(params) -> torch.Tensor:
     p = torch.as_tensor(np.asarray(params, dtype=np.float64))
-    if p.ndim != 2 or p.shape[1] != 6: raise ValueError(f"lattice parameters must have shape (B, 6) = a, b, c, alpha, beta, gamma; got {tuple(p.shape)}")
+    if p.ndim != 2 or p.shape[1] != 6:
+        raise ValueError(
+            f"lattice parameters must have shape (B, 6) = a, b, c, alpha, beta, gamma; got {tuple(p.shape)}"
+        )
     if not torch.isfinite(p).all(): raise ValueError("lattice parameters contain NaN or infinite values")
     return p
 
@@ -113,7 +124,8 @@ def lattice_log_prob(self, sg,                  # (B,) space-group numbers
     sg = check_sg_tensor(sg).reshape(-1)
     if len(sg) != len(_check_lattice(params)): raise ValueError(f"{len(sg)} space groups for {len(params)} lattices")
     idx, vals = _encode(self, sg, params)
-    dev = self.lo.device; sg, idx, vals = sg.to(dev), idx.to(dev), vals.to(dev)
+    dev = self.lo.device
+    sg, idx, vals = sg.to(dev), idx.to(dev), vals.to(dev)
     B, n = len(sg), self.grid.n_bins
     b, i = torch.nonzero(self.free[sg - 1], as_tuple=True)                               # rows: free parameters
     known = torch.arange(6, device=dev)[None] < i[:, None]                               # earlier parameters only
@@ -121,12 +133,16 @@ def lattice_log_prob(self, sg,                  # (B,) space-group numbers
     m1, fine = self._masks(i, vals[b])
     k0, k1 = idx[b, i, 0], idx[b, i, 1]
     r = torch.arange(len(b), device=dev)
-    m1 = m1.clone(); m1[r, k0] = True                                                  # never -inf for the data
-    m2 = fine[r, k0].clone(); m2[r, k1] = True
+    # never -inf for the data
+    m1 = m1.clone()
+    m1[r, k0] = True
+    m2 = fine[r, k0].clone()
+    m2[r, k1] = True
     l1 = torch.log_softmax(self.logits(sg[b], prefix, known, i).masked_fill(~m1, -torch.inf), -1)[r, k0]
     l2 = torch.log_softmax(self.logits(sg[b], prefix, known, i, coarse=k0).masked_fill(~m2, -torch.inf), -1)[r, k1]
     terms = torch.zeros(B, 6, 2, device=dev, dtype=l1.dtype)
-    terms[b, i, 0] = l1; terms[b, i, 1] = l2
+    terms[b, i, 0] = l1
+    terms[b, i, 1] = l2
     lp = terms.sum((1, 2))
     return (lp, terms) if per_level else lp
 
@@ -145,8 +161,11 @@ def lattice_sample(self, sg,                                # (B,) space-group n
     "(params (B, 6) in Å / degrees, log p (B,)) of lattices drawn autoregressively with the Bravais ties of each group."
     if not temperature > 0: raise ValueError(f"temperature must be positive, got {temperature}")
     sg = check_sg_tensor(sg).reshape(-1)
-    dev = self.lo.device; sg = sg.to(dev); B, n = len(sg), self.grid.n_bins
-    vals = torch.zeros(B, 6, device=dev); lp = torch.zeros(B, device=dev)
+    dev = self.lo.device
+    sg = sg.to(dev)
+    B, n = len(sg), self.grid.n_bins
+    vals = torch.zeros(B, 6, device=dev)
+    lp = torch.zeros(B, device=dev)
     free, src, fix = self.free[sg - 1], self.src[sg - 1], self.fix[sg - 1]
     def draw(z, m):
         p = torch.softmax(z.masked_fill(~m, -torch.inf) / temperature, -1)
@@ -161,9 +180,12 @@ def lattice_sample(self, sg,                                # (B,) space-group n
             k0, l1 = draw(self.logits(sg[rows], vals[rows], known, ii), m1)
             k1, l2 = draw(self.logits(sg[rows], vals[rows], known, ii, coarse=k0), fine[torch.arange(len(rows)), k0])
             u = (k0.float() + (k1.float() + 0.5) / n) / n
-            vals[rows, i] = self.lo[i] + u * self.width[i]; lp[rows] += l1 + l2
+            vals[rows, i] = self.lo[i] + u * self.width[i]
+            lp[rows] += l1 + l2
         tied = ~free[:, i]
-        vals[tied, i] = torch.where(src[tied, i] >= 0, vals[tied].gather(1, src[tied, i].clamp(min=0)[:, None])[:, 0], fix[tied, i])
+        vals[tied, i] = torch.where(
+            src[tied, i] >= 0, vals[tied].gather(1, src[tied, i].clamp(min=0)[:, None])[:, 0], fix[tied, i]
+        )
     return vals.double().cpu().numpy(), lp.cpu().numpy()
 
 LatticeSampler.sample = lattice_sample

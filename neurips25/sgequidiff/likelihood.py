@@ -17,7 +17,8 @@ def subspace_bases(batch: AsuBatch) -> np.ndarray:
     out = np.zeros((len(batch.P), 3, 3))
     for i, (P, d) in enumerate(zip(batch.P, batch.dof)):
         if d == 0: continue
-        w, V = np.linalg.eigh(P); out[i, :, :d] = V[:, np.argsort(-w)[:d]]
+        w, V = np.linalg.eigh(P)
+        out[i, :, :d] = V[:, np.argsort(-w)[:d]]
     return out
 
 def uniform_prior_logp(batch: AsuBatch) -> np.ndarray:
@@ -25,7 +26,8 @@ def uniform_prior_logp(batch: AsuBatch) -> np.ndarray:
     lp = np.zeros(batch.n_crystals)
     for i, (sg, w, d) in enumerate(zip(batch.atom_sg, batch.wyck, batch.dof)):
         if d == 0 or d == 3 and np.allclose(batch.P[i], np.eye(3)): continue
-        wp = space_group(int(sg)).wyckoffs[int(w)]; Mf = wp.M[:, list(wp.free_axes)]
+        wp = space_group(int(sg)).wyckoffs[int(w)]
+        Mf = wp.M[:, list(wp.free_axes)]
         lp[batch.atom_crystal[i]] -= 0.5 * np.log(np.linalg.det(Mf.T @ Mf))
     return lp
 
@@ -39,7 +41,8 @@ def _div_field(score_fn, x, sigma, batch, B, slot):
     for m in range(int(slot.max()) + 1):
         rows = slot == m
         for k in range(3):
-            v = torch.zeros_like(x); v[rows] = B[rows, :, k]
+            v = torch.zeros_like(x)
+            v[rows] = B[rows, :, k]
             if not v.any(): continue
             g, = torch.autograd.grad(s, x, v, retain_graph=True)          # v^T J: row m of each crystal
             div.index_add_(0, crys[rows], (g[rows] * B[rows, :, k]).sum(-1))
@@ -55,22 +58,30 @@ def pf_log_likelihood(score_fn,                 # (x (n, 3) torch, sigma float) 
                      ) -> tuple[np.ndarray, np.ndarray]:
     "(log p_{sigma0}(x0) per crystal (B,), x at sigma1 (n, 3)) by the probability-flow ODE (RK4, exact divergence)."
     if not 0 < sigma0 < sigma1: raise ValueError(f"need 0 < sigma0 < sigma1, got {sigma0}, {sigma1}")
-    if not isinstance(n_steps, (int, np.integer)) or n_steps < 1: raise ValueError(f"n_steps must be a positive integer, got {n_steps!r}")
+    if not isinstance(n_steps, (int, np.integer)) or n_steps < 1:
+        raise ValueError(f"n_steps must be a positive integer, got {n_steps!r}")
     x0 = np.asarray(x0, float)
-    if x0.shape != (len(batch.elem), 3) or not np.isfinite(x0).all(): raise ValueError(f"x0 must be finite with shape ({len(batch.elem)}, 3)")
+    if x0.shape != (len(batch.elem), 3) or not np.isfinite(x0).all():
+        raise ValueError(f"x0 must be finite with shape ({len(batch.elem)}, 3)")
     dev = torch.device("cpu") if device is None else torch.device(device)
     B = torch.as_tensor(subspace_bases(batch), device=dev)
     slot = np.zeros(len(batch.elem), int)
     for b in range(batch.n_crystals):
-        j = np.flatnonzero(batch.atom_crystal == b); slot[j] = np.arange(len(j))
+        j = np.flatnonzero(batch.atom_crystal == b)
+        slot[j] = np.arange(len(j))
     slot = torch.as_tensor(slot, device=dev)
-    x = torch.as_tensor(x0, dtype=torch.float64, device=dev); acc = torch.zeros(batch.n_crystals, dtype=torch.float64, device=dev)
+    x = torch.as_tensor(x0, dtype=torch.float64, device=dev)
+    acc = torch.zeros(batch.n_crystals, dtype=torch.float64, device=dev)
     u = np.linspace(np.log(sigma0), np.log(sigma1), n_steps + 1)
     f = lambda x, uu: _div_field(score_fn, x, float(np.exp(uu)), batch, B, slot)
     for a, b in zip(u[:-1], u[1:]):
         h = b - a
-        k1, d1 = f(x, a); k2, d2 = f(x + h / 2 * k1, a + h / 2); k3, d3 = f(x + h / 2 * k2, a + h / 2); k4, d4 = f(x + h * k3, b)
-        x = x + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4); acc = acc + h / 6 * (d1 + 2 * d2 + 2 * d3 + d4)
+        k1, d1 = f(x, a)
+        k2, d2 = f(x + h / 2 * k1, a + h / 2)
+        k3, d3 = f(x + h / 2 * k2, a + h / 2)
+        k4, d4 = f(x + h * k3, b)
+        x = x + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
+        acc = acc + h / 6 * (d1 + 2 * d2 + 2 * d3 + d4)
     x1 = x.cpu().numpy()
     return np.asarray(prior_logp(x1)) - acc.cpu().numpy(), x1
 
@@ -81,7 +92,13 @@ def coords_log_likelihood(model: CoordScoreModel, norm: ScoreNorm, batch: AsuBat
     B = batch.n_crystals
     def score_fn(x, s):
         out = model(batch, x.float(), np.full(B, np.log(s))).double()
-        sb = torch.as_tensor(norm(batch.atom_sg, batch.wyck, np.full(len(batch.elem), s), model.plain), dtype=out.dtype, device=out.device)
+        sb = torch.as_tensor(
+            norm(batch.atom_sg, batch.wyck, np.full(len(batch.elem), s), model.plain),
+            dtype=out.dtype,
+            device=out.device,
+        )
         return out * sb[:, None]
     dev = next(model.parameters()).device              # every tensor follows the model's device
-    return pf_log_likelihood(score_fn, batch, x0, sigma_min, sigma_max, lambda x1: uniform_prior_logp(batch), n_steps, device=dev)[0]
+    return pf_log_likelihood(
+        score_fn, batch, x0, sigma_min, sigma_max, lambda x1: uniform_prior_logp(batch), n_steps, device=dev
+    )[0]

@@ -28,15 +28,19 @@ def structure_validity(s, cutoff: float = 0.5, min_volume: float = 0.1) -> bool:
     return all(len(s.get_neighbors(site, cutoff - 1e-8)) == 0 for site in s) if min(s.lattice.abc) < cutoff else True
 
 @lru_cache(maxsize=4096)
-def _smact_valid(symbols: tuple, counts: tuple, use_pauling_test: bool, include_alloys: bool, max_combos: float) -> bool:
+def _smact_valid(
+    symbols: tuple, counts: tuple, use_pauling_test: bool, include_alloys: bool, max_combos: float
+) -> bool:
     import smact
     from smact.screening import pauling_test
     if len(set(symbols)) == 1: return True
     if include_alloys and all(e in smact.metals for e in symbols): return True
     space = smact.element_dictionary(symbols)
     els = [space[e] for e in symbols]
-    ox = [list(e.oxidation_states or []) for e in els]; en = [e.pauling_eneg for e in els]
-    if any(len(o) == 0 for o in ox): return False       # an element without oxidation states (e.g. a noble gas) cannot balance charge
+    ox = [list(e.oxidation_states or []) for e in els]
+    en = [e.pauling_eneg for e in els]
+    if any(len(o) == 0 for o in ox):      # an element without oxidation states (e.g. a noble gas) cannot balance charge
+        return False
     n = int(np.prod([len(o) for o in ox], dtype=float))
     if n > max_combos: return False
     c = np.asarray(counts)
@@ -66,7 +70,8 @@ def smact_validity(comp,                       # a pymatgen Composition, a formu
     syms = tuple(sorted(amt))
     cnt = np.array([amt[e] for e in syms])
     if (np.abs(cnt - np.round(cnt)) > 1e-6).any(): raise ValueError(f"composition {comp} has non-integer amounts")
-    cnt = np.round(cnt).astype(int); cnt = cnt // np.gcd.reduce(cnt)
+    cnt = np.round(cnt).astype(int)
+    cnt = cnt // np.gcd.reduce(cnt)
     return _smact_valid(syms, tuple(int(v) for v in cnt), use_pauling_test, include_alloys, max_combos)
 
 # %% ../../nbs/p05_sgequidiff/04_metrics.ipynb #579b7573
@@ -79,7 +84,8 @@ def _featurizers():
         return CrystalNNFingerprint.from_preset("ops"), ElementProperty.from_preset("magpie")
 
 def structure_fingerprint(s,                       # a pymatgen Structure
-                          use_symmetry: bool = False,  # featurise one site per spglib orbit (symprec 1e-3) and weight by orbit size
+                          use_symmetry: bool = False,  # featurise one site per spglib orbit (symprec 1e-3) and weight
+                                                       # by orbit size
                          ) -> np.ndarray | None:
     "Mean over sites of CrystalNNFingerprint('ops') (None if the featuriser fails, as CDVAE marks it invalid)."
     fp, _ = _featurizers()
@@ -106,22 +112,30 @@ def fingerprints(structs: list, use_symmetry: bool = False) -> tuple[np.ndarray,
     S, C, ok = [], [], []
     for s in progress(structs, desc="fingerprints", leave=False):
         f = structure_fingerprint(s, use_symmetry)
-        ok.append(f is not None); S.append(f if f is not None else np.full(61, np.nan)); C.append(composition_fingerprint(s))
-    return np.array(S, float).reshape(len(structs), -1), np.array(C, float).reshape(len(structs), -1), np.array(ok, bool)
+        ok.append(f is not None)
+        S.append(f if f is not None else np.full(61, np.nan))
+        C.append(composition_fingerprint(s))
+    return (
+        np.array(S, float).reshape(len(structs), -1),
+        np.array(C, float).reshape(len(structs), -1),
+        np.array(ok, bool),
+    )
 
 COV_CUTOFFS = {"mp_20": (0.4, 10.0), "carbon_24": (0.2, 4.0), "perov_5": (0.2, 4.0), "mpts_52": (0.4, 10.0)}
 
 def coverage(gen_struct_fp, gen_comp_fp, gen_valid,   # generated: fingerprints (n, .) and validity mask (n,)
              ref_struct_fp, ref_comp_fp,              # reference fingerprints (m, .)
              struct_cutoff: float = 0.4, comp_cutoff: float = 10.0,
-             comp_scale: tuple | None = None,         # (mean, std) of the composition standardisation (default: the reference's)
+             comp_scale: tuple | None = None,         # (mean, std) of the composition standardisation (default: the
+                                                      # reference's)
             ) -> dict:
     "COV-R and COV-P (CDVAE): nearest neighbours within both cutoffs; precision over all generated crystals."
     from scipy.spatial.distance import cdist
     gs, gc, gv = np.asarray(gen_struct_fp, float), np.asarray(gen_comp_fp, float), np.asarray(gen_valid, bool)
     rs, rc = np.asarray(ref_struct_fp, float), np.asarray(ref_comp_fp, float)
     if len(gs) == 0 or len(rs) == 0: raise ValueError("coverage needs at least one generated and one reference crystal")
-    if not (len(gs) == len(gc) == len(gv)) or len(rs) != len(rc): raise ValueError("fingerprint and mask lengths differ")
+    if not (len(gs) == len(gc) == len(gv)) or len(rs) != len(rc):
+        raise ValueError("fingerprint and mask lengths differ")
     mu, sd = comp_scale if comp_scale is not None else (np.nanmean(rc, 0), np.nanstd(rc, 0))
     sd = np.where(sd > 0, sd, 1.0)
     z = lambda X: np.nan_to_num((X - mu) / sd, nan=0.0)
@@ -138,7 +152,8 @@ def wdist_density(gen: list, ref: list, n_max: int = 1000, rng: np.random.Genera
     "Wasserstein distance of densities (g/cm^3) of up to n_max random generated crystals vs. the reference."
     from scipy.stats import wasserstein_distance
     if not gen or not ref: raise ValueError("wdist needs non-empty generated and reference sets")
-    if any(s is None for s in gen) or any(s is None for s in ref): raise ValueError("wdist: None entries (failed samples) must be dropped first")
+    if any(s is None for s in gen) or any(s is None for s in ref):
+        raise ValueError("wdist: None entries (failed samples) must be dropped first")
     rng = np.random.default_rng(0) if rng is None else rng
     g = gen if len(gen) <= n_max else [gen[i] for i in rng.choice(len(gen), n_max, replace=False)]
     return float(wasserstein_distance([s.density for s in g], [s.density for s in ref]))
@@ -147,10 +162,13 @@ def wdist_nelements(gen: list, ref: list, n_max: int = 1000, rng: np.random.Gene
     "Wasserstein distance of the number of distinct elements, generated vs. reference."
     from scipy.stats import wasserstein_distance
     if not gen or not ref: raise ValueError("wdist needs non-empty generated and reference sets")
-    if any(s is None for s in gen) or any(s is None for s in ref): raise ValueError("wdist: None entries (failed samples) must be dropped first")
+    if any(s is None for s in gen) or any(s is None for s in ref):
+        raise ValueError("wdist: None entries (failed samples) must be dropped first")
     rng = np.random.default_rng(0) if rng is None else rng
     g = gen if len(gen) <= n_max else [gen[i] for i in rng.choice(len(gen), n_max, replace=False)]
-    return float(wasserstein_distance([len(s.composition.elements) for s in g], [len(s.composition.elements) for s in ref]))
+    return float(
+        wasserstein_distance([len(s.composition.elements) for s in g], [len(s.composition.elements) for s in ref])
+    )
 
 def csp_matcher():
     "The CSP StructureMatcher of CDVAE/DiffCSP."
@@ -160,7 +178,8 @@ def csp_matcher():
 def match_rate_rmse(preds: list, gts: list) -> dict:
     "Match rate (fraction of pairs matched) and mean normalised RMSE over matches (CSP protocol)."
     if len(preds) != len(gts) or not gts: raise ValueError("match_rate_rmse needs equally long, non-empty lists")
-    sm = csp_matcher(); rms = []
+    sm = csp_matcher()
+    rms = []
     for p, g in zip(preds, gts):
         r = None
         if p is not None:
@@ -168,7 +187,10 @@ def match_rate_rmse(preds: list, gts: list) -> dict:
             except Exception: r = None
         rms.append(np.nan if r is None else r[0])
     rms = np.array(rms)
-    return dict(match_rate=float(np.isfinite(rms).mean()), rmse=float(np.nanmean(rms)) if np.isfinite(rms).any() else float("nan"))
+    return dict(
+        match_rate=float(np.isfinite(rms).mean()),
+        rmse=float(np.nanmean(rms)) if np.isfinite(rms).any() else float("nan"),
+    )
 
 def _same(sm, a, b) -> bool:
     return a.composition.reduced_composition == b.composition.reduced_composition and sm.fit(a, b)
@@ -176,9 +198,12 @@ def _same(sm, a, b) -> bool:
 def unique_mask(structs: list, matcher=None) -> np.ndarray:
     "True for the first member of each StructureMatcher class (uniqueness = mean of the mask)."
     from pymatgen.analysis.structure_matcher import StructureMatcher
-    sm = matcher or StructureMatcher(); keep = []; reps: dict = {}
+    sm = matcher or StructureMatcher()
+    keep = []
+    reps: dict = {}
     for s in structs:
-        f = s.composition.reduced_formula; prev = reps.setdefault(f, [])
+        f = s.composition.reduced_formula
+        prev = reps.setdefault(f, [])
         dup = any(sm.fit(r, s) for r in prev)
         keep.append(not dup)
         if not dup: prev.append(s)
@@ -187,7 +212,8 @@ def unique_mask(structs: list, matcher=None) -> np.ndarray:
 def novel_mask(structs: list, train: list, matcher=None) -> np.ndarray:
     "True where no training structure matches (StructureMatcher, same reduced formula)."
     from pymatgen.analysis.structure_matcher import StructureMatcher
-    sm = matcher or StructureMatcher(); by = {}
+    sm = matcher or StructureMatcher()
+    by = {}
     for t in train: by.setdefault(t.composition.reduced_formula, []).append(t)
     return np.array([not any(sm.fit(t, s) for t in by.get(s.composition.reduced_formula, [])) for s in structs], bool)
 
@@ -200,7 +226,8 @@ def spacegroup_of(s, symprec: float = 0.1) -> int:
 def sg_preservation(structs: list, requested, symprec: float = 0.1) -> float:
     "Fraction of structures whose spglib space group (at symprec) equals the requested one."
     requested = np.asarray(requested)
-    if len(requested) != len(structs) or not structs: raise ValueError("one requested group per (non-empty) structure list")
+    if len(requested) != len(structs) or not structs:
+        raise ValueError("one requested group per (non-empty) structure list")
     if requested.dtype.kind not in "iu" or ((requested < 1) | (requested > 230)).any():
         raise ValueError(f"requested space groups must be integers 1..230, got {requested.tolist()}")
     return float(np.mean([spacegroup_of(s, symprec) == r for s, r in zip(structs, requested)]))
@@ -220,12 +247,16 @@ def evaluate(gen: list,                       # generated Structures (None for a
     if not gen or not ref: raise ValueError("evaluate needs non-empty generated and reference sets")
     built = [s for s in gen if s is not None]
     finite = lambda s: len(s) > 0 and np.isfinite(s.frac_coords).all() and np.isfinite(s.lattice.matrix).all()
-    sv = np.array([s is not None and finite(s) and structure_validity(s) for s in gen])   # a NaN sample is invalid, not an error
+    sv = np.array([s is not None and finite(s) and structure_validity(s) for s in gen])  # a NaN sample is invalid, not
+                                                                                         # an error
     cv = np.array([s is not None and smact_validity(s) for s in gen])
     valid = sv & cv
     gS, gC, gok = fingerprints(built, use_symmetry)
-    n = len(gen); S = np.full((n, gS.shape[1] if len(gS) else 61), np.nan); C = np.full((n, gC.shape[1] if len(gC) else 132), np.nan)
-    okf = np.zeros(n, bool); idx = [i for i, s in enumerate(gen) if s is not None]
+    n = len(gen)
+    S = np.full((n, gS.shape[1] if len(gS) else 61), np.nan)
+    C = np.full((n, gC.shape[1] if len(gC) else 132), np.nan)
+    okf = np.zeros(n, bool)
+    idx = [i for i, s in enumerate(gen) if s is not None]
     S[idx], C[idx], okf[idx] = gS, gC, gok
     rS, rC, rok = ref_fps if ref_fps is not None else fingerprints(ref, use_symmetry)
     sc, cc = COV_CUTOFFS[dataset]
@@ -238,5 +269,7 @@ def evaluate(gen: list,                       # generated Structures (None for a
     out["uniqueness"] = float(unique_mask(built).sum() / n)
     if train is not None: out["novelty"] = float(novel_mask(built, train).sum() / n)
     if requested_sg is not None:
-        out["sg_preservation"] = float(np.mean([s is not None and spacegroup_of(s) == r for s, r in zip(gen, requested_sg)]))
+        out["sg_preservation"] = float(
+            np.mean([s is not None and spacegroup_of(s) == r for s, r in zip(gen, requested_sg)])
+        )
     return out

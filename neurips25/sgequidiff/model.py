@@ -11,13 +11,14 @@ import torch
 from ..core import CACHE_PATH, DATA_PATH, cache_key, cache_enabled, get_device, progress, _atomic_write_bytes
 from .symmetry import space_group
 from .lattice import LatticeGrid, LENGTH_RANGES
-from .representation import AsymCrystal, SymmetryError, origin_shift, standard_setting as to_standard
+from .representation import (AsymCrystal, SymmetryError, origin_shift,
+                                                 standard_setting as to_standard)
 from .sg_prior import SpaceGroupPrior, element_token, element_symbols
 from .lattice_model import LatticeSampler
 from .wyckoff_model import WyckoffTransformer
 from .data import random_crystal, load_mp20
-from .coord_diffusion import (CoordScoreModel, ScoreNorm, make_batch, coord_loss, pc_sample, ve_sigmas,
-                                                   build_structures, MODES)
+from .coord_diffusion import (CoordScoreModel, ScoreNorm, make_batch, coord_loss, pc_sample,
+                                                  ve_sigmas, build_structures, MODES)
 
 # %% auto #0
 __all__ = ['AMP_MODES', 'BENCHMARKS', 'SGEquiDiffConfig', 'full_config', 'CrystalSet', 'encode_crystals', 'synthetic_crystals',
@@ -50,9 +51,9 @@ class SGEquiDiffConfig:
     steps_coords: int = 300         # optimisation steps of the coordinate model (with validation: the maximum)
     ckpt_every: int = 100
     epochs: int = 0                 # > 0: at most this many epochs (steps_* = epochs x steps per epoch; paper: 1,000)
-    val_every: int = 0              # steps between validations (0: none, a fixed number of steps; -1: one epoch, the paper's)
-    patience: int = 0               # validations without improvement before a module stops at its best weights (0: never)
-    lr_patience: int = 0            # validations without improvement before its learning rate drops (0: constant; port: 30)
+    val_every: int = 0        # steps between validations (0: none, a fixed number of steps; -1: one epoch, the paper's)
+    patience: int = 0             # validations without improvement before a module stops at its best weights (0: never)
+    lr_patience: int = 0        # validations without improvement before its learning rate drops (0: constant; port: 30)
     lr_factor: float = 0.6          # ReduceLROnPlateau factor (port: 0.6)
     min_lr: float = 1e-5            # ReduceLROnPlateau floor (port: 1e-5)
     n_val_coords: int = 1024        # validation crystals of the coordinate loss (0: all)
@@ -75,20 +76,40 @@ def _check_config(cfg: SGEquiDiffConfig):
         raise ValueError(f"val_every must be an integer >= -1 (-1: one epoch), got {cfg.val_every!r}")
     for k in ("epochs", "patience", "lr_patience", "n_val_coords"):
         v = getattr(cfg, k)
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0: raise ValueError(f"{k} must be a non-negative integer, got {v!r}")
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
+            raise ValueError(f"{k} must be a non-negative integer, got {v!r}")
     for k in ("ckpt_every", "sample_batch", "batch_size"):
         v = getattr(cfg, k)
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1: raise ValueError(f"{k} must be a positive integer, got {v!r}")
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+            raise ValueError(f"{k} must be a positive integer, got {v!r}")
     if not 0 < cfg.lr_factor < 1: raise ValueError(f"lr_factor must be in (0, 1), got {cfg.lr_factor}")
     if (cfg.patience or cfg.lr_patience) and not cfg.val_every:
         raise ValueError("patience and lr_patience count validations: set val_every > 0 (steps between validations)")
 
 def full_config(dataset: str = "mp_20") -> SGEquiDiffConfig:
-    "The port's scale (brief §9): T = 1000, sigma in [0.002, 0.5], K = 3, 2,500 MC samples, H = 256; <= 1,000 epochs, per-module early stopping."
-    return SGEquiDiffConfig(dataset=dataset, hidden=256, n_layers=4, gnn_hidden=256, gnn_layers=5, T=1000, sigma_min=0.002,
-                            K=3, n_mc=2500, n_grid=25, epochs=1000, ckpt_every=2000, max_sites=None,
-                            max_atoms=52 if dataset == "mpts_52" else 20, val_every=-1, patience=100, lr_patience=30,
-                            amp="auto", sample_batch=500)
+    ("The port's scale (brief §9): T = 1000, sigma in [0.002, 0.5], K = 3, 2,500 MC samples, H = 256; <= 1,000 "
+     "epochs, per-module early stopping.")
+    return SGEquiDiffConfig(
+        dataset=dataset,
+        hidden=256,
+        n_layers=4,
+        gnn_hidden=256,
+        gnn_layers=5,
+        T=1000,
+        sigma_min=0.002,
+        K=3,
+        n_mc=2500,
+        n_grid=25,
+        epochs=1000,
+        ckpt_every=2000,
+        max_sites=None,
+        max_atoms=52 if dataset == "mpts_52" else 20,
+        val_every=-1,
+        patience=100,
+        lr_patience=30,
+        amp="auto",
+        sample_batch=500,
+    )
 
 # %% ../../nbs/p05_sgequidiff/07_train_sample.ipynb #c587a86e
 @dataclass
@@ -101,7 +122,13 @@ class CrystalSet:
     X: list                   # (N_b, 3) coordinates per crystal
     def __len__(self): return len(self.sg)
     def subset(self, idx) -> "CrystalSet":
-        return CrystalSet(self.sg[idx], self.lattice[idx], [self.W[i] for i in idx], [self.E[i] for i in idx], [self.X[i] for i in idx])
+        return CrystalSet(
+            self.sg[idx],
+            self.lattice[idx],
+            [self.W[i] for i in idx],
+            [self.E[i] for i in idx],
+            [self.X[i] for i in idx],
+        )
     def designs(self, idx=None) -> list:
         idx = range(len(self)) if idx is None else idx
         return [(self.sg[i], self.lattice[i], self.W[i], self.E[i]) for i in idx]
@@ -109,31 +136,55 @@ class CrystalSet:
         return sorted({element_symbols()[e] for Es in self.E for e in Es})
     def fingerprint(self) -> dict:
         "Everything the cache key needs."
-        return dict(sg=self.sg, lattice=self.lattice, W=np.concatenate([np.asarray(w) for w in self.W]),
-                    E=np.concatenate([np.asarray(e) for e in self.E]), X=np.concatenate(self.X), n=np.array([len(w) for w in self.W]))
+        return dict(
+            sg=self.sg,
+            lattice=self.lattice,
+            W=np.concatenate([np.asarray(w) for w in self.W]),
+            E=np.concatenate([np.asarray(e) for e in self.E]),
+            X=np.concatenate(self.X),
+            n=np.array([len(w) for w in self.W]),
+        )
 
 def encode_crystals(crystals: list,                     # AsymCrystal list
                     cfg: SGEquiDiffConfig = SGEquiDiffConfig(),
                    ) -> tuple[CrystalSet, list]:
     "(CrystalSet of the usable crystals, [(index, reason)] of the refused ones)."
-    grid = LatticeGrid(LENGTH_RANGES[cfg.dataset]); r = grid.ranges()
+    grid = LatticeGrid(LENGTH_RANGES[cfg.dataset])
+    r = grid.ranges()
     keep, refused = [], []
     for i, c in enumerate(crystals):
         if not isinstance(c, AsymCrystal): raise TypeError(f"item {i} is a {type(c).__name__}, not an AsymCrystal")
-        if ((c.lattice < r[:, 0]) | (c.lattice > r[:, 1])).any(): refused.append((i, "lattice outside the grid's ranges")); continue
-        if len(c.wyckoffs) > cfg.max_atoms: refused.append((i, f"{len(c.wyckoffs)} ASU atoms > max_atoms")); continue
-        if cfg.max_sites is not None and c.n_sites > cfg.max_sites: refused.append((i, f"{c.n_sites} atoms > max_sites")); continue
-        if any(z > 98 for z in c.atomic_numbers): refused.append((i, "element beyond Z = 98")); continue
+        if ((c.lattice < r[:, 0]) | (c.lattice > r[:, 1])).any():
+            refused.append((i, "lattice outside the grid's ranges"))
+            continue
+        if len(c.wyckoffs) > cfg.max_atoms:
+            refused.append((i, f"{len(c.wyckoffs)} ASU atoms > max_atoms"))
+            continue
+        if cfg.max_sites is not None and c.n_sites > cfg.max_sites:
+            refused.append((i, f"{c.n_sites} atoms > max_sites"))
+            continue
+        if any(z > 98 for z in c.atomic_numbers):
+            refused.append((i, "element beyond Z = 98"))
+            continue
         keep.append(c)
-    if not keep: raise ValueError(f"no usable crystal among {len(crystals)} (reasons: {sorted({r for _, r in refused})})")
-    return CrystalSet(np.array([c.sg for c in keep]), np.array([c.lattice for c in keep]),
-                      [list(map(int, c.wyckoff_tokens)) for c in keep], [[element_token(e) for e in c.elements] for c in keep],
-                      [np.asarray(c.coords, float) for c in keep]), refused
+    if not keep:
+        raise ValueError(f"no usable crystal among {len(crystals)} (reasons: {sorted({r for _, r in refused})})")
+    return (
+        CrystalSet(
+            np.array([c.sg for c in keep]),
+            np.array([c.lattice for c in keep]),
+            [list(map(int, c.wyckoff_tokens)) for c in keep],
+            [[element_token(e) for e in c.elements] for c in keep],
+            [np.asarray(c.coords, float) for c in keep],
+        ),
+        refused,
+    )
 
 def synthetic_crystals(n: int, sgs=(2, 12, 14, 62, 139, 166, 194, 225), seed: int = 0, max_sites: int = 16) -> list:
     "n random symmetric crystals (part 1's NB1 recipe) over the groups `sgs`, round-robin."
     if n < 1: raise ValueError(f"n must be positive, got {n}")
-    rng = np.random.default_rng(seed); out = []
+    rng = np.random.default_rng(seed)
+    out = []
     for i in range(20 * n):
         if len(out) == n: break
         try: out.append(random_crystal(rng, int(sgs[len(out) % len(sgs)]), max_sites=max_sites))
@@ -147,63 +198,98 @@ BENCHMARKS = ("mp_20", "mpts_52")   # the paper's data sets, read from the data 
 def _benchmark_rows(name: str, source: str, split: str, limit: int | None) -> list:
     "Structures of one split of the user's benchmark CSVs (the data layer: verified, never a substitute)."
     other = next((b for b in BENCHMARKS if b != name and source == b), None)
-    if other: raise ValueError(f"mp20_source={source!r} names the {other} source but the data set is {name}: set mp20_source={name} (or a folder)")
+    if other:
+        raise ValueError(
+            f"mp20_source={source!r} names the {other} source but the data set is {name}: set mp20_source={name} (or a "
+            f"folder)"
+        )
     if name == "mp_20": return [r["structure"] for r in load_mp20(source, split, limit=limit)]
     from neurips25.sources.loaders import load_crystals
     from neurips25.sources.registry import source_root
     if not source:
-        raise ValueError(f"this run asks for {name} crystals but names no {name} source: set mp20_source={name} (DiffCSP's "
-                         f"data/{name}/{{train,val,test}}.csv put in {source_root(name)}/; `neurips25 data where {name}`) "
-                         "or to a folder holding them")
+        raise ValueError(
+            f"this run asks for {name} crystals but names no {name} source: set mp20_source={name} (DiffCSP's "
+            f"data/{name}/{{train,val,test}}.csv put in {source_root(name)}/; `neurips25 data where {name}`) "
+            "or to a folder holding them"
+        )
     root = source_root(name) if source == name else Path(source).expanduser()
     if not root.is_absolute(): root = DATA_PATH.parent / root
     return list(load_crystals(name, split, root=root, limit=limit)["structure"])
 
 def load_training_data(dataset: str = "synthetic",   # synthetic | package | package+mp20 | mp_20 | mpts_52
-                       n: int = 200,                 # synthetic: crystals; mp_20/mpts_52: rows per split (0: the published splits)
+                       n: int = 200,      # synthetic: crystals; mp_20/mpts_52: rows per split (0: the published splits)
                        seed: int = 0,
                        cfg: SGEquiDiffConfig = SGEquiDiffConfig(),
                        symprec: float = 0.1,         # spglib tolerance for real structures (DiffCSP: 0.1 for MP-20)
-                       mp20_source: str = "",        # the user's benchmark source: "mp_20" / "mpts_52" (the data layer) or a folder
+                       mp20_source: str = "",        # the user's benchmark source: "mp_20" / "mpts_52" (the data layer)
+                                                     # or a folder
                       ) -> dict:
-    "dict(train=, val=, test= (CrystalSets; val None without a validation split), *_structs (Structures), train_asym=, refused=, source=)."
+    ("dict(train=, val=, test= (CrystalSets; val None without a validation split), *_structs (Structures), "
+     "train_asym=, refused=, source=).")
     if dataset == "synthetic":
         crys = synthetic_crystals(n, seed=seed, max_sites=min(16, cfg.max_sites or 16))
-        k = int(round(0.8 * len(crys))); tr, te = crys[:k], crys[k:]
+        k = int(round(0.8 * len(crys)))
+        tr, te = crys[:k], crys[k:]
         data, ref = encode_crystals(tr, cfg)
-        return dict(train=data, val=None, test=encode_crystals(te, cfg)[0], train_structs=[c.to_structure() for c in tr],
-                    val_structs=[], test_structs=[c.to_structure() for c in te], train_asym=tr,
-                    refused=len(ref), source=f"synthetic ({n} random symmetric crystals, 8 groups)")
+        return dict(
+            train=data,
+            val=None,
+            test=encode_crystals(te, cfg)[0],
+            train_structs=[c.to_structure() for c in tr],
+            val_structs=[],
+            test_structs=[c.to_structure() for c in te],
+            train_asym=tr,
+            refused=len(ref),
+            source=f"synthetic ({n} random symmetric crystals, 8 groups)",
+        )
     if dataset not in ("package", "package+mp20") + BENCHMARKS:
         raise ValueError(f"dataset must be synthetic, package, package+mp20, mp_20 or mpts_52, got {dataset!r}")
     if dataset == "package" and mp20_source:
-        raise ValueError(f"mp20_source={mp20_source!r} is set but dataset='package' reads no MP-20: use dataset='package+mp20' or 'mp_20'")
+        raise ValueError(
+            f"mp20_source={mp20_source!r} is set but dataset='package' reads no MP-20: use dataset='package+mp20' or "
+            f"'mp_20'"
+        )
     if dataset in BENCHMARKS and cfg.dataset != dataset:
-        raise ValueError(f"dataset {dataset!r} needs SGEquiDiffConfig(dataset={dataset!r}) (its lattice ranges), got {cfg.dataset!r}")
+        raise ValueError(
+            f"dataset {dataset!r} needs SGEquiDiffConfig(dataset={dataset!r}) (its lattice ranges), got {cfg.dataset!r}"
+        )
     from neurips25.sgequidiff.data import package_crystals
     from neurips25.sgequidiff.representation import from_structure
     va_s = []
     if dataset in BENCHMARKS:                                          # the full benchmark: train / val / test splits
-        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0: raise ValueError(f"n must be a non-negative integer, got {n!r}")
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+            raise ValueError(f"n must be a non-negative integer, got {n!r}")
         lim = int(n) or None                                           # None: whole splits, row counts checked
         tr_s, va_s, te_s = (_benchmark_rows(dataset, mp20_source, s, lim) for s in ("train", "val", "test"))
     else:
         mp = [r["structure"] for r in load_mp20(mp20_source, "test", limit=100)] if dataset == "package+mp20" else []
-        real = package_crystals(cfg.max_sites)                         # de-duplicated, <= max_sites atoms (all if 0/None)
+        real = package_crystals(cfg.max_sites)                       # de-duplicated, <= max_sites atoms (all if 0/None)
         tr_s, te_s = (real[0::2], real[1::2]) if dataset == "package" else (real + mp[0::2], mp[1::2])
     def asu(structs, what):
         out, bad = [], 0
-        for s in progress(structs, desc=f"{what}: structures -> asymmetric units", disable=None if len(structs) > 500 else True):
+        for s in progress(
+            structs, desc=f"{what}: structures -> asymmetric units", disable=None if len(structs) > 500 else True
+        ):
             try: out.append(from_structure(s, symprec=symprec))
             except SymmetryError: bad += 1
         return out, bad
-    asym, bad = asu(tr_s, "train"); te_asym, _ = asu(te_s, "test")
+    asym, bad = asu(tr_s, "train")
+    te_asym, _ = asu(te_s, "test")
     data, ref = encode_crystals(asym, cfg)
     val = encode_crystals(asu(va_s, "val")[0], cfg)[0] if va_s else None
-    return dict(train=data, val=val, test=encode_crystals(te_asym, cfg)[0], train_structs=tr_s, val_structs=va_s,
-                test_structs=te_s, train_asym=asym, refused=len(ref) + bad,
-                source=f"{dataset} ({len(data)} train crystals" + (f", {len(val)} validation" if val is not None else "")
-                       + f", {len(te_s)} reference)")
+    return dict(
+        train=data,
+        val=val,
+        test=encode_crystals(te_asym, cfg)[0],
+        train_structs=tr_s,
+        val_structs=va_s,
+        test_structs=te_s,
+        train_asym=asym,
+        refused=len(ref) + bad,
+        source=f"{dataset} ({len(data)} train crystals"
+        + (f", {len(val)} validation" if val is not None else "")
+        + f", {len(te_s)} reference)",
+    )
 
 # %% ../../nbs/p05_sgequidiff/07_train_sample.ipynb #54e0be55
 def _ckpt_path(name: str, key: str) -> Path:
@@ -224,28 +310,38 @@ def _new_stopping(modules: dict) -> dict:
 def _train_loop(name: str, key: str,                  # cache folder and content key
                 modules: dict,                        # name -> nn.Module (trained in place)
                 opt: torch.optim.Optimizer,
-                step_fn,                              # (step, np rng, torch generator, active modules) -> {module: loss}
+                step_fn,                             # (step, np rng, torch generator, active modules) -> {module: loss}
                 n_steps: int, ckpt_every: int, seed: int, desc: str = "train",
-                extra_state: dict | None = None,      # picklable objects saved with the checkpoint (e.g. the s_bar table)
-                val_fn=None,                          # () -> {module: validation loss}, deterministic (None: no validation)
+                extra_state: dict | None = None,    # picklable objects saved with the checkpoint (e.g. the s_bar table)
+                val_fn=None,                      # () -> {module: validation loss}, deterministic (None: no validation)
                 val_every: int = 0,                   # steps between validations (0: none)
                 patience: int = 0,                    # validations without improvement before a module stops (0: never)
                 lr_patience: int = 0,                 # validations without improvement before its lr drops (0: never)
                 lr_factor: float = 0.6, min_lr: float = 1e-5,
                 groups: dict | None = None,           # module -> index of its parameter group in opt (default: 0)
                ) -> dict:
-    "Run (or resume) a training loop; return the history {module: [loss per step]}, 'time_s', and with validation 'val', 'stopped'."
-    if not isinstance(n_steps, (int, np.integer)) or n_steps < 0: raise ValueError(f"n_steps must be a non-negative integer, got {n_steps!r}")
+    ("Run (or resume) a training loop; return the history {module: [loss per step]}, 'time_s', and with validation "
+     "'val', 'stopped'.")
+    if not isinstance(n_steps, (int, np.integer)) or n_steps < 0:
+        raise ValueError(f"n_steps must be a non-negative integer, got {n_steps!r}")
     if val_every and val_fn is None: raise ValueError("val_every > 0 needs a validation set (val_fn)")
-    path = _ckpt_path(name, key); use = cache_enabled()
-    rng = np.random.default_rng(seed); gen = torch.Generator().manual_seed(seed)
-    hist: dict = {"time_s": 0.0}; start = 0; es = _new_stopping(modules)
+    path = _ckpt_path(name, key)
+    use = cache_enabled()
+    rng = np.random.default_rng(seed)
+    gen = torch.Generator().manual_seed(seed)
+    hist: dict = {"time_s": 0.0}
+    start = 0
+    es = _new_stopping(modules)
     groups = groups or {k: 0 for k in modules}
     if use and path.is_file():
         ck = torch.load(path, map_location="cpu", weights_only=False)
         for k, m in modules.items(): m.load_state_dict(ck["modules"][k])
-        opt.load_state_dict(ck["opt"]); start = ck["step"]; hist = ck["history"]
-        rng.bit_generator.state = ck["rng"]; gen.set_state(ck["gen"]); es = ck.get("stopping", es)
+        opt.load_state_dict(ck["opt"])
+        start = ck["step"]
+        hist = ck["history"]
+        rng.bit_generator.state = ck["rng"]
+        gen.set_state(ck["gen"])
+        es = ck.get("stopping", es)
         for k, v in ck.get("extra", {}).items():                  # in place, so the caller's objects see it
             if extra_state is not None and isinstance(extra_state.get(k), dict): extra_state[k].update(v)
             elif extra_state is not None: extra_state[k] = v
@@ -253,8 +349,19 @@ def _train_loop(name: str, key: str,                  # cache folder and content
         if not use: return
         import io
         buf = io.BytesIO()
-        torch.save(dict(modules={k: m.state_dict() for k, m in modules.items()}, opt=opt.state_dict(), step=step, history=hist,
-                        rng=rng.bit_generator.state, gen=gen.get_state(), extra=extra_state or {}, stopping=es), buf)
+        torch.save(
+            dict(
+                modules={k: m.state_dict() for k, m in modules.items()},
+                opt=opt.state_dict(),
+                step=step,
+                history=hist,
+                rng=rng.bit_generator.state,
+                gen=gen.get_state(),
+                extra=extra_state or {},
+                stopping=es,
+            ),
+            buf,
+        )
         _atomic_write_bytes(path, buf.getvalue())
     active = [k for k in modules if k not in es["stopped"]]
     for k in es["stopped"]:                                          # a stopped module stays frozen after a resume
@@ -269,11 +376,15 @@ def _train_loop(name: str, key: str,                  # cache folder and content
                 es["best"][k], es["bad"][k], es["lr_bad"][k], es["best_step"][k] = v[k], 0, 0, step
                 es["best_state"][k] = {n: t.detach().cpu().clone() for n, t in modules[k].state_dict().items()}
                 continue
-            es["bad"][k] += 1; es["lr_bad"][k] += 1
-            if lr_patience and es["lr_bad"][k] > lr_patience:        # ReduceLROnPlateau: after lr_patience bad validations
-                g = opt.param_groups[groups[k]]; g["lr"] = max(g["lr"] * lr_factor, min_lr); es["lr_bad"][k] = 0
+            es["bad"][k] += 1
+            es["lr_bad"][k] += 1
+            if lr_patience and es["lr_bad"][k] > lr_patience:     # ReduceLROnPlateau: after lr_patience bad validations
+                g = opt.param_groups[groups[k]]
+                g["lr"] = max(g["lr"] * lr_factor, min_lr)
+                es["lr_bad"][k] = 0
             if patience and es["bad"][k] >= patience:                # early stopping of this module
-                es["stopped"][k] = step; active.remove(k)
+                es["stopped"][k] = step
+                active.remove(k)
                 for p in modules[k].parameters(): p.requires_grad_(False)
     for m in modules.values(): m.train()
     t0 = time.perf_counter()
@@ -281,23 +392,39 @@ def _train_loop(name: str, key: str,                  # cache folder and content
     for step in progress(steps, desc=desc, initial=start, total=n_steps):
         opt.zero_grad(set_to_none=True)
         losses = step_fn(step, rng, gen, tuple(active))
-        sum(losses.values()).backward(); opt.step()
+        sum(losses.values()).backward()
+        opt.step()
         for k, v in losses.items(): hist.setdefault(k, []).append(float(v.detach()))
         if val_every and (step + 1) % val_every == 0: validate(step + 1)
         if (step + 1) % ckpt_every == 0 or step + 1 == n_steps or not active:
-            hist["time_s"] = hist.get("time_s", 0.0) + time.perf_counter() - t0; t0 = time.perf_counter(); save(step + 1)
+            hist["time_s"] = hist.get("time_s", 0.0) + time.perf_counter() - t0
+            t0 = time.perf_counter()
+            save(step + 1)
         if not active: break                                         # every module has stopped
-    for k, st in es["best_state"].items(): modules[k].load_state_dict(st)   # the best weights of each module (with validation)
+    for k, st in es["best_state"].items():                           # the best weights of each module (with validation)
+        modules[k].load_state_dict(st)
     for m in modules.values():
         m.eval()
         for p in m.parameters(): p.requires_grad_(True)
     if es["best_state"]:
-        hist["stopped"] = dict(es["stopped"]); hist["best_step"] = dict(es["best_step"])
+        hist["stopped"] = dict(es["stopped"])
+        hist["best_step"] = dict(es["best_step"])
     return hist
 
 # %% ../../nbs/p05_sgequidiff/07_train_sample.ipynb #439bea16
-_TRAIN_MODULES = ["neurips25.sgequidiff." + m for m in ("symmetry", "lattice", "representation", "sg_prior", "lattice_model",
-                                                         "wyckoff_model", "coord_diffusion", "model")]
+_TRAIN_MODULES = [
+    "neurips25.sgequidiff." + m
+    for m in (
+        "symmetry",
+        "lattice",
+        "representation",
+        "sg_prior",
+        "lattice_model",
+        "wyckoff_model",
+        "coord_diffusion",
+        "model",
+    )
+]
 
 def _key(kind: str, data: CrystalSet, cfg: SGEquiDiffConfig, **extra) -> str:
     "Content key of a training run: data, configuration, seed and the code of the modules training depends on."
@@ -306,7 +433,9 @@ def _key(kind: str, data: CrystalSet, cfg: SGEquiDiffConfig, **extra) -> str:
 def _need_val(val: CrystalSet | None, data: CrystalSet) -> CrystalSet:
     "The validation crystals the discrete modules can score (elements seen in training); one error without any."
     if val is None or not len(val):
-        raise ValueError("val_every > 0 (per-module early stopping) needs a validation set: pass val= (load_training_data's 'val')")
+        raise ValueError(
+            "val_every > 0 (per-module early stopping) needs a validation set: pass val= (load_training_data's 'val')"
+        )
     known = {e for Es in data.E for e in Es}
     keep = np.array([i for i, Es in enumerate(val.E) if set(Es) <= known], dtype=int)
     if not len(keep): raise ValueError("no validation crystal uses only elements seen in training")
@@ -315,9 +444,11 @@ def _need_val(val: CrystalSet | None, data: CrystalSet) -> CrystalSet:
 @torch.no_grad()
 def _discrete_val_loss(mods: dict, val: CrystalSet, seed: int, chunk: int = 512) -> dict:
     "Mean validation NLL per crystal of each discrete module (atom orders drawn with a fixed generator: deterministic)."
-    g = torch.Generator().manual_seed(seed + 7919); tot = dict(sg=0.0, lattice=0.0, wyckoff=0.0)
+    g = torch.Generator().manual_seed(seed + 7919)
+    tot = dict(sg=0.0, lattice=0.0, wyckoff=0.0)
     for lo in range(0, len(val), chunk):
-        v = val.subset(np.arange(lo, min(len(val), lo + chunk))); sg = torch.as_tensor(v.sg)
+        v = val.subset(np.arange(lo, min(len(val), lo + chunk)))
+        sg = torch.as_tensor(v.sg)
         tot["sg"] -= mods["sg"].log_prob(sg).sum().item()
         tot["lattice"] -= mods["lattice"].log_prob(sg, v.lattice).sum().item()
         tot["wyckoff"] -= mods["wyckoff"].log_prob(sg, v.lattice, v.W, v.E, "random", g).sum().item()
@@ -325,52 +456,92 @@ def _discrete_val_loss(mods: dict, val: CrystalSet, seed: int, chunk: int = 512)
 
 def fit_discrete(data: CrystalSet, cfg: SGEquiDiffConfig = SGEquiDiffConfig(), seed: int = 0, device: str = "auto",
                  val: CrystalSet | None = None):     # validation crystals (needed when cfg.val_every > 0)
-    "Train p(G), p(L|G), p(N,W,E|G,L) jointly (per-module early stopping on `val` if cfg.val_every); return (modules dict, history)."
-    _check_config(cfg); cfg = cfg.for_data(len(data))
-    dev = get_device(device); torch.manual_seed(seed); amp = resolve_amp(cfg.amp, dev)
+    ("Train p(G), p(L|G), p(N,W,E|G,L) jointly (per-module early stopping on `val` if cfg.val_every); return (modules "
+     "dict, history).")
+    _check_config(cfg)
+    cfg = cfg.for_data(len(data))
+    dev = get_device(device)
+    torch.manual_seed(seed)
+    amp = resolve_amp(cfg.amp, dev)
     grid = LatticeGrid(LENGTH_RANGES[cfg.dataset])
-    mods = dict(sg=SpaceGroupPrior(), lattice=LatticeSampler(grid, hidden=cfg.hidden),
-                wyckoff=WyckoffTransformer(cfg.hidden, cfg.n_layers, cfg.n_heads, cfg.max_atoms, cfg.max_sites, grid).set_elements(data.elements()))
+    mods = dict(
+        sg=SpaceGroupPrior(),
+        lattice=LatticeSampler(grid, hidden=cfg.hidden),
+        wyckoff=WyckoffTransformer(
+            cfg.hidden, cfg.n_layers, cfg.n_heads, cfg.max_atoms, cfg.max_sites, grid
+        ).set_elements(data.elements()),
+    )
     for m in mods.values(): m.to(dev)
-    opt = torch.optim.AdamW([{"params": list(m.parameters())} for m in mods.values()],     # one group per module: its own lr
+    opt = torch.optim.AdamW([{"params": list(m.parameters())} for m in mods.values()],  # one group per module: its own
+                                                                                        # lr
                             lr=cfg.lr, betas=(0.9, 0.999), weight_decay=0.0)
     def step(k, rng, gen, active):
         i = rng.choice(len(data), min(cfg.batch_size, len(data)), replace=False)
-        sg = torch.as_tensor(data.sg[i]); out = {}
-        with _autocast(dev, amp):                                    # bf16 forward passes when amp is on (float32 losses)
+        sg = torch.as_tensor(data.sg[i])
+        out = {}
+        with _autocast(dev, amp):                                  # bf16 forward passes when amp is on (float32 losses)
             if "sg" in active: out["sg"] = mods["sg"].loss(sg)
             if "lattice" in active: out["lattice"] = mods["lattice"].loss(sg, data.lattice[i])
             if "wyckoff" in active:
-                out["wyckoff"] = mods["wyckoff"].loss(sg, data.lattice[i], [data.W[j] for j in i], [data.E[j] for j in i], gen)
+                out["wyckoff"] = mods["wyckoff"].loss(
+                    sg, data.lattice[i], [data.W[j] for j in i], [data.E[j] for j in i], gen
+                )
         return {k: v.float() for k, v in out.items()}
     val_fn, vkey = None, {}
     if cfg.val_every:
-        v = _need_val(val, data); vkey = dict(val=v.fingerprint())
+        v = _need_val(val, data)
+        vkey = dict(val=v.fingerprint())
         val_fn = lambda: _discrete_val_loss(mods, v, seed)
-    hist = _train_loop("p05_sgequidiff_discrete", _key("discrete", data, cfg, seed=seed, amp=amp, **vkey), mods, opt, step,
-                       cfg.steps_discrete, cfg.ckpt_every, seed, "discrete modules", val_fn=val_fn, val_every=cfg.val_every,
-                       patience=cfg.patience, lr_patience=cfg.lr_patience, lr_factor=cfg.lr_factor, min_lr=cfg.min_lr,
-                       groups={k: g for g, k in enumerate(mods)})
+    hist = _train_loop(
+        "p05_sgequidiff_discrete",
+        _key("discrete", data, cfg, seed=seed, amp=amp, **vkey),
+        mods,
+        opt,
+        step,
+        cfg.steps_discrete,
+        cfg.ckpt_every,
+        seed,
+        "discrete modules",
+        val_fn=val_fn,
+        val_every=cfg.val_every,
+        patience=cfg.patience,
+        lr_patience=cfg.lr_patience,
+        lr_factor=cfg.lr_factor,
+        min_lr=cfg.min_lr,
+        groups={k: g for g, k in enumerate(mods)},
+    )
     return mods, hist
 
 @torch.no_grad()
-def _coord_val_loss(model: CoordScoreModel, batches: list, sigmas: np.ndarray, norm: ScoreNorm, seed: int, K: int) -> float:
-    "Denoising loss on fixed validation batches, with the same noise levels and noise at every validation (deterministic)."
-    r = np.random.default_rng(seed + 104729); tot = n = 0.0
+def _coord_val_loss(
+    model: CoordScoreModel, batches: list, sigmas: np.ndarray, norm: ScoreNorm, seed: int, K: int
+) -> float:
+    ("Denoising loss on fixed validation batches, with the same noise levels and noise at every validation "
+     "(deterministic).")
+    r = np.random.default_rng(seed + 104729)
+    tot = n = 0.0
     for bt, x0 in batches:
         m = float((bt.dof > 0).sum())
         loss = coord_loss(model, bt, x0, sigmas, norm, r, K)
-        if m: tot += float(loss) * m; n += m
+        if m:
+            tot += float(loss) * m
+            n += m
     return tot / max(n, 1.0)
 
 def fit_coords(data: CrystalSet, cfg: SGEquiDiffConfig = SGEquiDiffConfig(), mode: str = "equivariant", seed: int = 0,
                device: str = "auto", val: CrystalSet | None = None):
-    "Train the coordinate score model (equivariant or the plain ablation; early stopping on `val` if cfg.val_every); return (model, ScoreNorm, history)."
+    ("Train the coordinate score model (equivariant or the plain ablation; early stopping on `val` if cfg.val_every); "
+     "return (model, ScoreNorm, history).")
     if mode not in MODES: raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-    _check_config(cfg); cfg = cfg.for_data(len(data))
-    dev = get_device(device); torch.manual_seed(seed); plain = mode == "plain"
+    _check_config(cfg)
+    cfg = cfg.for_data(len(data))
+    dev = get_device(device)
+    torch.manual_seed(seed)
+    plain = mode == "plain"
     model = CoordScoreModel(mode, cfg.gnn_hidden, cfg.gnn_layers, LatticeGrid(LENGTH_RANGES[cfg.dataset])).to(dev)
-    norm = ScoreNorm(cfg.sigma_min, cfg.sigma_max, cfg.n_grid, cfg.n_mc, cfg.K, seed=0, metric=cfg.coord_metric, device=dev)
+    norm = ScoreNorm(
+        cfg.sigma_min, cfg.sigma_max, cfg.n_grid, cfg.n_mc, cfg.K, seed=0, metric=cfg.coord_metric, device=dev
+    )
     extra = {"norm_table": norm.table}
     sigmas = ve_sigmas(cfg.T, cfg.sigma_min, cfg.sigma_max)
     def step(k, rng, gen, active):
@@ -381,20 +552,44 @@ def fit_coords(data: CrystalSet, cfg: SGEquiDiffConfig = SGEquiDiffConfig(), mod
     val_fn, vkey, keys = None, {}, [data]
     if cfg.val_every:
         if val is None or not len(val):
-            raise ValueError("val_every > 0 (early stopping) needs a validation set: pass val= (load_training_data's 'val')")
+            raise ValueError(
+                "val_every > 0 (early stopping) needs a validation set: pass val= (load_training_data's 'val')"
+            )
         vi = np.arange(len(val))
-        if cfg.n_val_coords and cfg.n_val_coords < len(val):                      # a fixed subset of the validation split
+        if cfg.n_val_coords and cfg.n_val_coords < len(val):                    # a fixed subset of the validation split
             vi = np.sort(np.random.default_rng(seed + 2).choice(len(val), cfg.n_val_coords, replace=False))
         chunks = np.array_split(vi, -(-len(vi) // cfg.batch_size))
-        vb = [(make_batch(val.designs(j), plain=plain, metric=cfg.coord_metric), np.concatenate([val.X[q] for q in j])) for j in chunks]
+        vb = [
+            (make_batch(val.designs(j), plain=plain, metric=cfg.coord_metric), np.concatenate([val.X[q] for q in j]))
+            for j in chunks
+        ]
         val_fn = lambda: {"coords": _coord_val_loss(model, vb, sigmas, norm, seed, cfg.K)}
-        vkey = dict(val=val.subset(vi).fingerprint()); keys.append(val.subset(vi))
-    for s in keys:                                                                # every table up front (cached, shared)
-        norm.prefill(np.concatenate([[g] * len(W) for g, W in zip(s.sg, s.W)]), np.concatenate([np.asarray(W) for W in s.W]), plain)
-    hist = _train_loop("p05_sgequidiff_coords", _key("coords", data, cfg, mode=mode, seed=seed, **vkey), dict(coords=model), opt, step,
-                       cfg.steps_coords, cfg.ckpt_every, seed, f"coordinates ({mode})", extra_state=extra, val_fn=val_fn,
-                       val_every=cfg.val_every, patience=cfg.patience, lr_patience=cfg.lr_patience, lr_factor=cfg.lr_factor,
-                       min_lr=cfg.min_lr)
+        vkey = dict(val=val.subset(vi).fingerprint())
+        keys.append(val.subset(vi))
+    for s in keys:                                                               # every table up front (cached, shared)
+        norm.prefill(
+            np.concatenate([[g] * len(W) for g, W in zip(s.sg, s.W)]),
+            np.concatenate([np.asarray(W) for W in s.W]),
+            plain,
+        )
+    hist = _train_loop(
+        "p05_sgequidiff_coords",
+        _key("coords", data, cfg, mode=mode, seed=seed, **vkey),
+        dict(coords=model),
+        opt,
+        step,
+        cfg.steps_coords,
+        cfg.ckpt_every,
+        seed,
+        f"coordinates ({mode})",
+        extra_state=extra,
+        val_fn=val_fn,
+        val_every=cfg.val_every,
+        patience=cfg.patience,
+        lr_patience=cfg.lr_patience,
+        lr_factor=cfg.lr_factor,
+        min_lr=cfg.min_lr,
+    )
     norm.table.update(extra["norm_table"])
     return model, norm, hist
 
@@ -411,14 +606,17 @@ class Sample:
     logp_discrete: float     # log p(G) + log p(L|G) + log p(N, W, E | G, L) of the draw
     @property
     def cif(self) -> str:
-        "P1 CIF text of the structure in pyxtal's setting (origin choice 2 for representation.ORIGIN_CHOICE_2; see to_cif)."
+        ("P1 CIF text of the structure in pyxtal's setting (origin choice 2 for representation.ORIGIN_CHOICE_2; see "
+         "to_cif).")
         return self.to_cif()
     def to_cif(self, standard_setting: bool = False) -> str:
-        "P1 CIF text; standard_setting=True: shifted to spglib's default setting (origin choice 1, as Structure.from_spacegroup)."
+        ("P1 CIF text; standard_setting=True: shifted to spglib's default setting (origin choice 1, as "
+         "Structure.from_spacegroup).")
         from pymatgen.io.cif import CifWriter
         return str(CifWriter(to_standard(self.structure, self.sg) if standard_setting else self.structure))
     def standard_coords(self) -> np.ndarray:
-        "ASU coordinates in spglib's default setting (those Structure.from_spacegroup(sg, lattice, elements, .) expects)."
+        ("ASU coordinates in spglib's default setting (those Structure.from_spacegroup(sg, lattice, elements, .) "
+         "expects).")
         return np.mod(self.coords + origin_shift(self.sg), 1.0)
     def asym(self) -> AsymCrystal:
         "Part 1's representation (raises SymmetryError if an atom left its Wyckoff position, e.g. in the ablation)."
@@ -429,7 +627,8 @@ class SGEquiDiff:
     def __init__(self, cfg: SGEquiDiffConfig, discrete: dict, coords: CoordScoreModel, norm: ScoreNorm, train_sgs,
                  history: dict | None = None):
         self.cfg, self.discrete, self.coords, self.norm = cfg, discrete, coords, norm
-        self.allowed = torch.zeros(230, dtype=torch.bool); self.allowed[torch.as_tensor(np.unique(train_sgs)) - 1] = True
+        self.allowed = torch.zeros(230, dtype=torch.bool)
+        self.allowed[torch.as_tensor(np.unique(train_sgs)) - 1] = True
         self.history = history or {}
     @property
     def mode(self) -> str: return self.coords.mode
@@ -438,7 +637,7 @@ class SGEquiDiff:
     def sample(self, n: int,                      # crystals to generate
                seed: int = 0,                     # everything is deterministic given the seed
                temperature: float = 1.0,          # of the discrete modules
-               batch_size: int | None = None,     # crystals per coordinate batch (memory bound; default cfg.sample_batch)
+               batch_size: int | None = None,   # crystals per coordinate batch (memory bound; default cfg.sample_batch)
                sgs=None,                          # optional fixed space groups (n,) instead of drawing from p(G)
               ) -> list[Sample]:
         "Generate n crystals end to end: G -> L -> (W, E) -> X -> pymatgen Structures."
@@ -446,15 +645,21 @@ class SGEquiDiff:
         batch_size = self.cfg.sample_batch if batch_size is None else batch_size
         if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
-        gen = torch.Generator().manual_seed(seed); rng = np.random.default_rng(seed)
+        gen = torch.Generator().manual_seed(seed)
+        rng = np.random.default_rng(seed)
         d = self.discrete
-        sg = d["sg"].sample(n, gen, temperature, self.allowed) if sgs is None else torch.as_tensor(np.asarray(sgs)).long()
+        sg = (
+            d["sg"].sample(n, gen, temperature, self.allowed)
+            if sgs is None
+            else torch.as_tensor(np.asarray(sgs)).long()
+        )
         if len(sg) != n: raise ValueError(f"sgs must have {n} entries, got {len(sg)}")
         lp = d["sg"].log_prob(sg).cpu().numpy()
         lat, lpl = d["lattice"].sample(sg, gen, temperature)
         W, E, lpw = d["wyckoff"].sample(sg, lat, gen, temperature)
         lp = lp + lpl + lpw
-        sigmas = ve_sigmas(self.cfg.T, self.cfg.sigma_min, self.cfg.sigma_max); syms = element_symbols()
+        sigmas = ve_sigmas(self.cfg.T, self.cfg.sigma_min, self.cfg.sigma_max)
+        syms = element_symbols()
         out = []
         for lo in progress(range(0, n, batch_size), desc=f"sampling ({self.mode})"):
             idx = range(lo, min(n, lo + batch_size))
@@ -463,17 +668,34 @@ class SGEquiDiff:
             x = pc_sample(self.coords, bt, sigmas, self.norm, rng, self.cfg.snr)
             S = build_structures(bt, x, syms)
             for k, i in enumerate(idx):
-                G = space_group(int(sg[i])); xi = x[bt.atom_crystal == k]
-                out.append(Sample(int(sg[i]), lat[i], tuple(G.wyckoffs[w].letter for w in W[i]), tuple(syms[e] for e in E[i]),
-                                  xi, S[k], float(lp[i])))
+                G = space_group(int(sg[i]))
+                xi = x[bt.atom_crystal == k]
+                out.append(
+                    Sample(
+                        int(sg[i]),
+                        lat[i],
+                        tuple(G.wyckoffs[w].letter for w in W[i]),
+                        tuple(syms[e] for e in E[i]),
+                        xi,
+                        S[k],
+                        float(lp[i]),
+                    )
+                )
         return out
 
     @torch.no_grad()
     def nll(self, data: CrystalSet, seed: int = 0) -> dict:
         "Mean NLL per crystal of each discrete module on a data set (atoms in a random order for the transformer)."
-        d = self.discrete; sg = torch.as_tensor(data.sg)
-        return dict(sg=-d["sg"].log_prob(sg).mean().item(), lattice=-d["lattice"].log_prob(sg, data.lattice).mean().item(),
-                    wyckoff=-d["wyckoff"].log_prob(sg, data.lattice, data.W, data.E, "random", torch.Generator().manual_seed(seed)).mean().item())
+        d = self.discrete
+        sg = torch.as_tensor(data.sg)
+        return dict(
+            sg=-d["sg"].log_prob(sg).mean().item(),
+            lattice=-d["lattice"].log_prob(sg, data.lattice).mean().item(),
+            wyckoff=-d["wyckoff"]
+            .log_prob(sg, data.lattice, data.W, data.E, "random", torch.Generator().manual_seed(seed))
+            .mean()
+            .item(),
+        )
 
 def train_sgequidiff(data: CrystalSet,                        # training crystals (encode_crystals)
                      cfg: SGEquiDiffConfig = SGEquiDiffConfig(),
@@ -481,7 +703,7 @@ def train_sgequidiff(data: CrystalSet,                        # training crystal
                      seed: int = 0,                           # seed of the coordinate model
                      discrete_seed: int = 0,                  # seed of the discrete modules (shared by the arms)
                      device: str = "auto",
-                     val: CrystalSet | None = None,           # validation crystals (per-module early stopping; cfg.val_every)
+                     val: CrystalSet | None = None,     # validation crystals (per-module early stopping; cfg.val_every)
                     ) -> SGEquiDiff:
     "The one training entry point: the discrete modules and the coordinate model, checkpointed and resumable."
     discrete, hd = fit_discrete(data, cfg, discrete_seed, device, val)
@@ -497,7 +719,9 @@ def train_sgequidiff(data: CrystalSet,                        # training crystal
 # %% ../../nbs/p05_sgequidiff/07_train_sample.ipynb #67899257
 def ops_preserved(structure, sg: int, tol: float = 1e-4) -> bool:
     "True if every operation of space group sg maps the structure onto itself (fractional max-norm tolerance)."
-    G = space_group(sg); X = np.asarray(structure.frac_coords); Z = np.asarray(structure.atomic_numbers)
+    G = space_group(sg)
+    X = np.asarray(structure.frac_coords)
+    Z = np.asarray(structure.atomic_numbers)
     imgs = np.mod(np.einsum("gij,nj->gni", G.A, X) + G.t[:, None], 1.0)              # (|G|, n, 3)
     d = np.abs((imgs[:, :, None] - X[None, None]) - np.round(imgs[:, :, None] - X[None, None])).max(-1)   # (|G|, n, n)
     hit = (d < tol) & (Z[None, :, None] == Z[None, None, :])
@@ -506,8 +730,18 @@ def ops_preserved(structure, sg: int, tol: float = 1e-4) -> bool:
 def symmetry_report(samples: list, symprec: float = 0.01) -> dict:
     "Arrays over samples: requested, found (spglib), kept, ops_preserved, supergroup (accidental), and the fractions."
     from neurips25.sgequidiff.metrics import spacegroup_of
-    req = np.array([s.sg for s in samples]); found = np.array([spacegroup_of(s.structure, symprec) for s in samples])
-    ops = np.array([ops_preserved(s.structure, s.sg) for s in samples]); kept = found == req
+    req = np.array([s.sg for s in samples])
+    found = np.array([spacegroup_of(s.structure, symprec) for s in samples])
+    ops = np.array([ops_preserved(s.structure, s.sg) for s in samples])
+    kept = found == req
     sup = ~kept & ops
-    return dict(requested=req, found=found, kept=kept, ops_preserved=ops, supergroup=sup,
-                frac_kept=float(kept.mean()), frac_kept_or_supergroup=float((kept | sup).mean()), frac_ops=float(ops.mean()))
+    return dict(
+        requested=req,
+        found=found,
+        kept=kept,
+        ops_preserved=ops,
+        supergroup=sup,
+        frac_kept=float(kept.mean()),
+        frac_kept_or_supergroup=float((kept | sup).mean()),
+        frac_ops=float(ops.mean()),
+    )

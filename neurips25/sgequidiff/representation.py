@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 import numpy as np
 
-from .symmetry import (space_group, check_sg, orbit, apply_ops, project_to_wyckoff, wyckoff_residual,
-                                          free_params, _wrap)
+from .symmetry import (space_group, check_sg, orbit, apply_ops, project_to_wyckoff,
+                                           wyckoff_residual, free_params, _wrap)
 from .lattice import apply_bravais, cell_volume
 
 # %% auto #0
@@ -29,19 +29,27 @@ class AsymCrystal:
         check_sg(self.sg)
         G = space_group(self.sg)
         lat = np.asarray(self.lattice, float)
-        if lat.shape != (6,) or not np.isfinite(lat).all(): raise ValueError(f"lattice must be 6 finite numbers, got {self.lattice}")
+        if lat.shape != (6,) or not np.isfinite(lat).all():
+            raise ValueError(f"lattice must be 6 finite numbers, got {self.lattice}")
         if (lat[:3] <= 0).any() or cell_volume(lat) <= 0: raise ValueError(f"lattice {lat} has no positive volume")
         if not np.allclose(apply_bravais(lat, self.sg), lat, rtol=1e-6, atol=1e-4):
-            raise ValueError(f"lattice {lat.tolist()} breaks the Bravais ties of group {self.sg} (expected {np.round(apply_bravais(lat, self.sg), 4).tolist()})")
+            raise ValueError(
+                f"lattice {lat.tolist()} breaks the Bravais ties of group {self.sg} (expected "
+                f"{np.round(apply_bravais(lat, self.sg), 4).tolist()})"
+            )
         X = np.asarray(self.coords, float).reshape(-1, 3) if np.size(self.coords) else np.zeros((0, 3))
         if not (len(self.wyckoffs) == len(self.elements) == len(X)):
-            raise ValueError(f"wyckoffs ({len(self.wyckoffs)}), elements ({len(self.elements)}) and coords ({len(X)}) must have one entry per ASU atom")
+            raise ValueError(
+                f"wyckoffs ({len(self.wyckoffs)}), elements ({len(self.elements)}) and coords ({len(X)}) must have one "
+                f"entry per ASU atom"
+            )
         if len(X) == 0: raise ValueError("a crystal needs at least one ASU atom")
         if not np.isfinite(X).all(): raise ValueError("coords contain NaN or infinite values")
         for L in self.wyckoffs: G.wyckoff(L)                   # error for letters not in the group
         from pymatgen.core import Element
         for e in self.elements: Element(e)                     # error for unknown elements
-        object.__setattr__(self, "lattice", lat); object.__setattr__(self, "coords", np.mod(X, 1.0))
+        object.__setattr__(self, "lattice", lat)
+        object.__setattr__(self, "coords", np.mod(X, 1.0))
 
     @property
     def group(self): return space_group(self.sg)
@@ -65,25 +73,39 @@ class AsymCrystal:
 
     def to_structure(self, min_dist: float = 0.5,   # smallest allowed distance between atoms of different orbits (Å)
                      standard_setting: bool = False):  # shift to spglib's default setting (origin choice 1; see below)
-        "The full conventional cell as a pymatgen Structure: pyxtal's setting (origin choice 2 for ORIGIN_CHOICE_2) by default."
+        ("The full conventional cell as a pymatgen Structure: pyxtal's setting (origin choice 2 for ORIGIN_CHOICE_2) "
+         "by default.")
         from pymatgen.core import Structure, Lattice
-        G = self.group; species, frac = [], []
+        G = self.group
+        species, frac = [], []
         for L, e, x in zip(self.wyckoffs, self.elements, self.coords):
             wp = G.wyckoff(L)
-            if wyckoff_residual(wp, x)[0] > 1e-6: raise SymmetryError(f"coordinate {x} is not on Wyckoff position {wp.multiplicity}{L} of group {self.sg}")
+            if wyckoff_residual(wp, x)[0] > 1e-6:
+                raise SymmetryError(
+                    f"coordinate {x} is not on Wyckoff position {wp.multiplicity}{L} of group {self.sg}"
+                )
             orb = orbit(G, x, tol=1e-5)
             if len(orb) != wp.multiplicity:
-                raise SymmetryError(f"atom {e} at {x} has an orbit of {len(orb)} points, not the multiplicity {wp.multiplicity} of {L}: "
-                                    "it sits on a more special position")
-            species += [e] * len(orb); frac.append(orb)
-        s = Structure(Lattice.from_parameters(*self.lattice), species, np.mod(np.concatenate(frac) + (origin_shift(self.sg) if standard_setting else 0.0), 1.0))
+                raise SymmetryError(
+                    f"atom {e} at {x} has an orbit of {len(orb)} points, not the multiplicity {wp.multiplicity} of "
+                    f"{L}: "
+                    "it sits on a more special position"
+                )
+            species += [e] * len(orb)
+            frac.append(orb)
+        s = Structure(
+            Lattice.from_parameters(*self.lattice),
+            species,
+            np.mod(np.concatenate(frac) + (origin_shift(self.sg) if standard_setting else 0.0), 1.0),
+        )
         if len(s) > 1:
             d = s.distance_matrix[np.triu_indices(len(s), 1)].min()
             if d < min_dist: raise SymmetryError(f"overlapping atoms: two atoms {d:.3f} Å apart (< {min_dist} Å)")
         return s
 
     def standard_coords(self) -> np.ndarray:
-        "ASU coordinates (N, 3) in spglib's default setting: Structure.from_spacegroup(sg, lattice, elements, these) rebuilds the cell."
+        ("ASU coordinates (N, 3) in spglib's default setting: Structure.from_spacegroup(sg, lattice, elements, these) "
+         "rebuilds the cell.")
         return np.mod(self.coords + origin_shift(self.sg), 1.0)
 
     def __repr__(self):
@@ -92,10 +114,14 @@ class AsymCrystal:
 
 # %% ../../nbs/p05_sgequidiff/02_representation.ipynb #8471d1f0
 def _spglib_cell(structure):
-    return (np.asarray(structure.lattice.matrix), np.asarray(structure.frac_coords), np.asarray(structure.atomic_numbers))
+    return (
+        np.asarray(structure.lattice.matrix),
+        np.asarray(structure.frac_coords),
+        np.asarray(structure.atomic_numbers),
+    )
 
 def from_structure(structure,               # a pymatgen Structure (ordered)
-                   symprec: float = 0.01,   # spglib distance tolerance (Å); DiffCSP uses 0.1 for MP-20, 0.01 for Perov-5
+                   symprec: float = 0.01,  # spglib distance tolerance (Å); DiffCSP uses 0.1 for MP-20, 0.01 for Perov-5
                    angle_tolerance: float = 5.0,  # spglib angle tolerance (degrees)
                    min_dist: float = 0.5,   # atoms closer than this (Å) are an error (overlapping atoms)
                    sg: int | None = None,   # optional: the space group the structure must have
@@ -103,12 +129,16 @@ def from_structure(structure,               # a pymatgen Structure (ordered)
     "The asymmetric-unit representation of a structure, in pyxtal's Wyckoff setting."
     import spglib
     from pymatgen.core import Element
-    if not (np.isfinite(symprec) and symprec > 0): raise ValueError(f"symprec must be a positive finite number, got {symprec}")
+    if not (np.isfinite(symprec) and symprec > 0):
+        raise ValueError(f"symprec must be a positive finite number, got {symprec}")
     if not np.isfinite(angle_tolerance): raise ValueError(f"angle_tolerance must be finite, got {angle_tolerance}")
     if len(structure) == 0: raise ValueError("from_structure needs a structure with at least one site")
     if not (np.isfinite(structure.frac_coords).all() and np.isfinite(structure.lattice.matrix).all()):
-        raise ValueError("from_structure: the structure has NaN or infinite coordinates or lattice (spglib would crash)")
-    if not structure.is_ordered: raise SymmetryError("the structure is disordered (partial occupancies); only ordered crystals have tokens")
+        raise ValueError(
+            "from_structure: the structure has NaN or infinite coordinates or lattice (spglib would crash)"
+        )
+    if not structure.is_ordered:
+        raise SymmetryError("the structure is disordered (partial occupancies); only ordered crystals have tokens")
     if len(structure) > 1:
         d = structure.distance_matrix[np.triu_indices(len(structure), 1)].min()
         if d < min_dist: raise SymmetryError(f"overlapping atoms: two atoms {d:.3f} Å apart (< {min_dist} Å)")
@@ -116,10 +146,12 @@ def from_structure(structure,               # a pymatgen Structure (ordered)
     ds = spglib.get_symmetry_dataset(cell, symprec=symprec, angle_tolerance=angle_tolerance)
     if ds is None: raise SymmetryError(f"spglib cannot symmetrise this structure at symprec={symprec}")
     n = int(ds.number)
-    if sg is not None and n != check_sg(sg): raise SymmetryError(f"spglib finds space group {n} at symprec={symprec}, not the requested {sg}")
+    if sg is not None and n != check_sg(sg):
+        raise SymmetryError(f"spglib finds space group {n} at symprec={symprec}, not the requested {sg}")
     G = space_group(n)
     ds = spglib.get_symmetry_dataset(cell, symprec=symprec, angle_tolerance=angle_tolerance, hall_number=G.hall_number)
-    if ds is None or int(ds.number) != n: raise SymmetryError(f"spglib cannot standardise into Hall setting {G.hall_number} of group {n}")
+    if ds is None or int(ds.number) != n:
+        raise SymmetryError(f"spglib cannot standardise into Hall setting {G.hall_number} of group {n}")
     lat = np.asarray(ds.std_lattice)
     a, b, c = np.linalg.norm(lat, axis=1)
     ang = lambda u, v: np.degrees(np.arccos(np.clip(u @ v / np.linalg.norm(u) / np.linalg.norm(v), -1, 1)))
@@ -127,35 +159,49 @@ def from_structure(structure,               # a pymatgen Structure (ordered)
     X, Z = np.mod(np.asarray(ds.std_positions, float), 1.0), np.asarray(ds.std_types)
     imgs = apply_ops(G, X)                                               # (n_atoms, |G|, 3)
     tol = 1e-3
-    assigned = np.zeros(len(X), bool); letters, elems, coords = [], [], []
+    assigned = np.zeros(len(X), bool)
+    letters, elems, coords = [], [], []
     for i in range(len(X)):
         if assigned[i]: continue
         d = np.abs(_wrap(imgs[i][:, None] - X[None])).max(-1)            # (|G|, n_atoms)
         hit = d < tol
         if not hit.any(1).all() or (Z[hit.any(0)] != Z[i]).any():
-            raise SymmetryError(f"the standardised cell is not closed under group {n} at symprec={symprec} (atom {i}, {Element.from_Z(int(Z[i]))})")
-        members = np.flatnonzero(hit.any(0)); assigned[members] = True
-        orb = X[members]; m = len(members)
+            raise SymmetryError(
+                f"the standardised cell is not closed under group {n} at symprec={symprec} (atom {i}, "
+                f"{Element.from_Z(int(Z[i]))})"
+            )
+        members = np.flatnonzero(hit.any(0))
+        assigned[members] = True
+        orb = X[members]
+        m = len(members)
         best = None
         for wp in G.wyckoffs:
             if wp.multiplicity != m: continue
-            r = wyckoff_residual(wp, orb); j = int(r.argmin())
+            r = wyckoff_residual(wp, orb)
+            j = int(r.argmin())
             if r[j] < 1e-4 and (best is None or r[j] < best[2]): best = (wp, j, r[j])
-        if best is None: raise SymmetryError(f"no Wyckoff position of group {n} with multiplicity {m} contains the orbit of atom {i}")
+        if best is None:
+            raise SymmetryError(
+                f"no Wyckoff position of group {n} with multiplicity {m} contains the orbit of atom {i}"
+            )
         wp, j, _ = best
-        letters.append(wp.letter); elems.append(Element.from_Z(int(Z[i])).symbol)
+        letters.append(wp.letter)
+        elems.append(Element.from_Z(int(Z[i])).symbol)
         coords.append(project_to_wyckoff(wp, orb[j])[0])
     order = np.lexsort((np.array(elems), np.array([space_group(n).wyckoff(L).index for L in letters])))
-    return AsymCrystal(n, params, tuple(letters[k] for k in order), tuple(elems[k] for k in order), np.array(coords)[order])
+    return AsymCrystal(
+        n, params, tuple(letters[k] for k in order), tuple(elems[k] for k in order), np.array(coords)[order]
+    )
 
 # %% ../../nbs/p05_sgequidiff/02_representation.ipynb #f8c3d0e2
 ORIGIN_CHOICE_2 = (48, 50, 59, 68, 70, 85, 86, 88, 125, 126, 129, 130, 133, 134, 137, 138, 141, 142, 201, 203, 222, 224,
-                   227, 228)   # groups where pyxtal's setting is ITA origin choice 2 (spglib's default: origin choice 1)
+                   227, 228)  # groups where pyxtal's setting is ITA origin choice 2 (spglib's default: origin choice 1)
 
 _SHIFTS: dict = {}
 
 def origin_shift(sg: int) -> np.ndarray:
-    "p (3,) with x_standard = x_ours + p (mod 1): pyxtal's setting -> spglib's default Hall setting (0 unless ORIGIN_CHOICE_2)."
+    ("p (3,) with x_standard = x_ours + p (mod 1): pyxtal's setting -> spglib's default Hall setting (0 unless "
+     "ORIGIN_CHOICE_2).")
     sg = check_sg(sg)
     if sg not in ORIGIN_CHOICE_2: return np.zeros(3)
     if sg not in _SHIFTS:
@@ -167,7 +213,9 @@ def origin_shift(sg: int) -> np.ndarray:
         G = space_group(sg)
         for p in itertools.product(np.arange(8) / 8, repeat=3):
             p = np.array(p)
-            if {key(A, t - (A - np.eye(3)) @ p) for A, t in zip(G.A, G.t)} == ref: _SHIFTS[sg] = p; break
+            if {key(A, t - (A - np.eye(3)) @ p) for A, t in zip(G.A, G.t)} == ref:
+                _SHIFTS[sg] = p
+                break
         else: raise RuntimeError(f"no origin shift maps pyxtal's setting of group {sg} onto spglib's Hall {hall}")
     return _SHIFTS[sg].copy()
 

@@ -15,7 +15,8 @@ from .lattice import LatticeGrid, LENGTH_RANGES
 from .sg_prior import SpaceGroupPrior
 from .lattice_model import LatticeSampler
 from .wyckoff_model import WyckoffTransformer
-from .coord_diffusion import CoordScoreModel, ScoreNorm, make_batch, coord_loss, pc_sample, ve_sigmas
+from .coord_diffusion import (CoordScoreModel, ScoreNorm, make_batch, coord_loss, pc_sample,
+                                                  ve_sigmas)
 from .score_norm import score_norm_values, pruned_images
 from .likelihood import coords_log_likelihood
 from .model import SGEquiDiffConfig, CrystalSet, BENCHMARKS, resolve_amp, _autocast
@@ -30,7 +31,8 @@ CONFIG_PARAMS = ("hidden", "n_layers", "gnn_hidden", "gnn_layers", "T", "sigma_m
                  "sample_batch")
 
 def config_from_params(p: dict) -> SGEquiDiffConfig:
-    "SGEquiDiffConfig from a notebook's flat parameters (others are ignored): dataset sets the ranges and max_atoms, max_sites 0 = none."
+    ("SGEquiDiffConfig from a notebook's flat parameters (others are ignored): dataset sets the ranges and max_atoms, "
+     "max_sites 0 = none.")
     kw = {k: p[k] for k in CONFIG_PARAMS if k in p}
     ds = p.get("dataset", "synthetic")
     kw.update(dataset=ds if ds in BENCHMARKS else "mp_20", max_atoms=52 if ds == "mpts_52" else 20)
@@ -40,7 +42,13 @@ def config_from_params(p: dict) -> SGEquiDiffConfig:
 # %% ../../nbs/p05_sgequidiff/07b_scale.ipynb #c9cead04
 def throughput_row(stage: str, count: float, seconds: float, unit: str) -> dict:
     "One row of an artefact's throughput table: count units in seconds, and the rate (units/s)."
-    return dict(stage=stage, count=count, seconds=seconds, rate=count / seconds if seconds > 0 else float("nan"), unit=f"{unit}/s")
+    return dict(
+        stage=stage,
+        count=count,
+        seconds=seconds,
+        rate=count / seconds if seconds > 0 else float("nan"),
+        unit=f"{unit}/s",
+    )
 
 # %% ../../nbs/p05_sgequidiff/07b_scale.ipynb #77fdda84
 _LIT_SRC = "DiffCSP paper (Jiao et al. 2023), MP-20 ab initio generation; recalled in the P05 brief §7, unverified"
@@ -68,7 +76,8 @@ def profile_params(artefact: str, profile: str = "full", runs: Path | None = Non
     "One artefact's parameters of one profile, as registered in nbs/p05_sgequidiff/runs.yaml."
     import yaml
     p = Path(runs) if runs else NBS_PATH / "p05_sgequidiff" / "runs.yaml"
-    if not p.is_file(): raise FileNotFoundError(f"{p} not found: the plan of a profile lives in the checkout's runs.yaml")
+    if not p.is_file():
+        raise FileNotFoundError(f"{p} not found: the plan of a profile lives in the checkout's runs.yaml")
     arts = yaml.safe_load(p.read_text())["artefacts"]
     if artefact not in arts: raise ValueError(f"unknown artefact {artefact!r}: one of {sorted(arts)}")
     if profile not in arts[artefact]: raise ValueError(f"artefact {artefact} has no profile {profile!r}")
@@ -80,9 +89,12 @@ def _sync(dev):
 
 def _timed(fn, n: int, dev, clock=time.perf_counter) -> float:
     "Seconds per call of fn over n calls after one untimed warm-up call."
-    fn(); _sync(dev); t = clock()
+    fn()
+    _sync(dev)
+    t = clock()
     for _ in range(n): fn()
-    _sync(dev); return (clock() - t) / n
+    _sync(dev)
+    return (clock() - t) / n
 
 @lru_cache(maxsize=None)
 def _n_images(K: int, sigmas: tuple, metric: tuple | None) -> int:
@@ -97,7 +109,9 @@ def _norm_terms(sg: int, w: int, plain: bool, cfg: SGEquiDiffConfig, n_mc: int) 
     from neurips25.sgequidiff.score_norm import _metric_tensor
     M = _metric_tensor(sg, cfg.coord_metric)
     sig = tuple(np.geomspace(cfg.sigma_min, cfg.sigma_max, cfg.n_grid).tolist())
-    return n_mc * wp.multiplicity * _n_images(cfg.K, sig, None if M is None else tuple(np.round(M, 12).ravel().tolist()))
+    return (
+        n_mc * wp.multiplicity * _n_images(cfg.K, sig, None if M is None else tuple(np.round(M, 12).ravel().tolist()))
+    )
 
 def probe_throughput(cfg: SGEquiDiffConfig,        # the widths and settings to probe (e.g. the full profile's)
                      data: CrystalSet,             # crystals to build batches from (their sizes matter)
@@ -111,51 +125,98 @@ def probe_throughput(cfg: SGEquiDiffConfig,        # the widths and settings to 
                      seed: int = 0,
                      clock=time.perf_counter,      # wall clock; time.process_time: CPU time (a shared CPU machine)
                     ) -> dict:
-    "Unit costs in seconds at cfg's widths on `device` (see the markdown above), with the settings they were measured at."
+    ("Unit costs in seconds at cfg's widths on `device` (see the markdown above), with the settings they were "
+     "measured at.")
     from neurips25.sgequidiff.likelihood import coords_log_likelihood
-    dev = get_device(device); torch.manual_seed(seed); rng = np.random.default_rng(seed)
-    grid = LatticeGrid(LENGTH_RANGES[cfg.dataset]); amp = resolve_amp(cfg.amp, dev)
+    dev = get_device(device)
+    torch.manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    grid = LatticeGrid(LENGTH_RANGES[cfg.dataset])
+    amp = resolve_amp(cfg.amp, dev)
     pick = lambda k: rng.choice(len(data), k, replace=len(data) < k)
     out = dict(device=str(dev), amp=amp, batch_size=cfg.batch_size, hidden=cfg.hidden, gnn_hidden=cfg.gnn_hidden,
                gnn_layers=cfg.gnn_layers, n_layers=cfg.n_layers)
-    mods = dict(sg=SpaceGroupPrior(), lattice=LatticeSampler(grid, hidden=cfg.hidden),
-                wyckoff=WyckoffTransformer(cfg.hidden, cfg.n_layers, cfg.n_heads, cfg.max_atoms, cfg.max_sites, grid).set_elements(data.elements()))
+    mods = dict(
+        sg=SpaceGroupPrior(),
+        lattice=LatticeSampler(grid, hidden=cfg.hidden),
+        wyckoff=WyckoffTransformer(
+            cfg.hidden, cfg.n_layers, cfg.n_heads, cfg.max_atoms, cfg.max_sites, grid
+        ).set_elements(data.elements()),
+    )
     for m in mods.values(): m.to(dev).train()
     opt = torch.optim.AdamW([p for m in mods.values() for p in m.parameters()], lr=cfg.lr)
     gen = torch.Generator().manual_seed(seed)
     def dstep():
-        i = pick(cfg.batch_size); sg = torch.as_tensor(data.sg[i]); opt.zero_grad(set_to_none=True)
+        i = pick(cfg.batch_size)
+        sg = torch.as_tensor(data.sg[i])
+        opt.zero_grad(set_to_none=True)
         with _autocast(dev, amp):
             loss = (mods["sg"].loss(sg) + mods["lattice"].loss(sg, data.lattice[i])
                     + mods["wyckoff"].loss(sg, data.lattice[i], [data.W[j] for j in i], [data.E[j] for j in i], gen))
-        loss.float().backward(); opt.step()
+        loss.float().backward()
+        opt.step()
     out["s_per_discrete_step"] = _timed(dstep, n_steps, dev, clock)
     model = CoordScoreModel("equivariant", cfg.gnn_hidden, cfg.gnn_layers, grid).to(dev)
-    norm = ScoreNorm(cfg.sigma_min, cfg.sigma_max, cfg.n_grid, norm_mc, cfg.K, metric=cfg.coord_metric, device=dev)  # small tables
-    norm.prefill(np.concatenate([[g] * len(W) for g, W in zip(data.sg, data.W)]), np.concatenate([np.asarray(W) for W in data.W]))
-    sig = ve_sigmas(cfg.T, cfg.sigma_min, cfg.sigma_max); copt = torch.optim.AdamW(model.parameters(), lr=cfg.lr)
+    norm = ScoreNorm(
+        cfg.sigma_min, cfg.sigma_max, cfg.n_grid, norm_mc, cfg.K, metric=cfg.coord_metric, device=dev
+    )  # small tables
+    norm.prefill(
+        np.concatenate([[g] * len(W) for g, W in zip(data.sg, data.W)]), np.concatenate([np.asarray(W) for W in data.W])
+    )
+    sig = ve_sigmas(cfg.T, cfg.sigma_min, cfg.sigma_max)
+    copt = torch.optim.AdamW(model.parameters(), lr=cfg.lr)
     def cstep():
-        i = pick(cfg.batch_size); bt = make_batch(data.designs(i), metric=cfg.coord_metric); copt.zero_grad(set_to_none=True)
-        coord_loss(model, bt, np.concatenate([data.X[j] for j in i]), sig, norm, rng, cfg.K).backward(); copt.step()
+        i = pick(cfg.batch_size)
+        bt = make_batch(data.designs(i), metric=cfg.coord_metric)
+        copt.zero_grad(set_to_none=True)
+        coord_loss(model, bt, np.concatenate([data.X[j] for j in i]), sig, norm, rng, cfg.K).backward()
+        copt.step()
     out["s_per_coord_step"] = _timed(cstep, n_steps, dev, clock)
     model.eval()
     ns = n_sample or (cfg.sample_batch if torch.device(dev).type == "cuda" else 16)
-    bt = make_batch(data.designs(pick(ns)), metric=cfg.coord_metric); S = sample_levels + 1
+    bt = make_batch(data.designs(pick(ns)), metric=cfg.coord_metric)
+    S = sample_levels + 1
     t = _timed(lambda: pc_sample(model, bt, sig[-S:], norm, np.random.default_rng(seed), cfg.snr), 1, dev, clock)
-    out.update(sample_batch=ns, s_per_crystal_level=2 * t / ((2 * S - 1) * ns))   # a level: predictor + corrector = 2 evaluations
-    li = pick(n_lik); bl = make_batch(data.designs(li), metric=cfg.coord_metric)
-    t = _timed(lambda: coords_log_likelihood(model, norm, bl, np.concatenate([data.X[j] for j in li]), cfg.sigma_min, cfg.sigma_max, 1), 1, dev, clock)
+    out.update(sample_batch=ns, s_per_crystal_level=2 * t / ((2 * S - 1) * ns))  # a level: predictor + corrector = 2
+                                                                                 # evaluations
+    li = pick(n_lik)
+    bl = make_batch(data.designs(li), metric=cfg.coord_metric)
+    t = _timed(
+        lambda: coords_log_likelihood(
+            model, norm, bl, np.concatenate([data.X[j] for j in li]), cfg.sigma_min, cfg.sigma_max, 1
+        ),
+        1,
+        dev,
+        clock,
+    )
     out["s_per_crystal_rk4_step"] = t / n_lik
-    G = max(set(zip(data.sg.tolist(), [W[-1] for W in data.W])), key=lambda k: space_group(k[0]).wyckoffs[k[1]].multiplicity)
-    gsg, gw = G[0], len(space_group(G[0]).wyckoffs) - 1                         # the general position of the largest orbit's group
-    t = _timed(lambda: score_norm_values(gsg, gw, False, np.geomspace(cfg.sigma_min, cfg.sigma_max, cfg.n_grid), norm_mc,
-                                         cfg.K, metric=cfg.coord_metric, device=dev), 1, dev, clock)
+    G = max(
+        set(zip(data.sg.tolist(), [W[-1] for W in data.W])), key=lambda k: space_group(k[0]).wyckoffs[k[1]].multiplicity
+    )
+    gsg, gw = G[0], len(space_group(G[0]).wyckoffs) - 1              # the general position of the largest orbit's group
+    t = _timed(
+        lambda: score_norm_values(
+            gsg,
+            gw,
+            False,
+            np.geomspace(cfg.sigma_min, cfg.sigma_max, cfg.n_grid),
+            norm_mc,
+            cfg.K,
+            metric=cfg.coord_metric,
+            device=dev,
+        ),
+        1,
+        dev,
+        clock,
+    )
     out["s_per_norm_term"] = t / max(1, _norm_terms(gsg, gw, False, cfg, norm_mc))
     if structures:
         from neurips25.sgequidiff.representation import from_structure
         from neurips25.sgequidiff.metrics import fingerprints
         k = min(8, len(structures))
-        out["s_per_structure_asu"] = _timed(lambda: [from_structure(s, symprec=0.1) for s in structures[:k]], 1, "cpu", clock) / k
+        out["s_per_structure_asu"] = (
+            _timed(lambda: [from_structure(s, symprec=0.1) for s in structures[:k]], 1, "cpu", clock) / k
+        )
         out["s_per_fingerprint"] = _timed(lambda: fingerprints(structures[:k]), 1, "cpu", clock) / k
     return out
 
@@ -169,24 +230,51 @@ def project_full(units: dict,                       # probe_throughput's unit co
     "Projected seconds of each stage of each generative artefact's full run, plus the series total (shared work once)."
     from neurips25.sgequidiff.score_norm import _metric_tensor
     plans = plans or {a: profile_params(a) for a in GENERATIVE}
-    p0 = plans["tab_generation"]; cfg = config_from_params(p0)
+    p0 = plans["tab_generation"]
+    cfg = config_from_params(p0)
     n_tr, n_va, n_te = SPLITS[p0["dataset"]] if p0["dataset"] in SPLITS else (p0.get("n_crystals", 0),) * 3
     if p0.get("n_crystals"): n_tr = n_va = n_te = min(n_tr, p0["n_crystals"])
-    rc = cfg.for_data(n_tr); B = rc.batch_size
-    val_frac = (1 / 3) * (n_va / B) / max(1, rc.val_every) if rc.val_every else 0.0        # validation per step, in steps
+    rc = cfg.for_data(n_tr)
+    B = rc.batch_size
+    val_frac = (1 / 3) * (n_va / B) / max(1, rc.val_every) if rc.val_every else 0.0      # validation per step, in steps
     val_c = (1 / 3) * (min(n_va, rc.n_val_coords or n_va) / B) / max(1, rc.val_every) if rc.val_every else 0.0
     terms = sum(_norm_terms(g, w, plain, rc, rc.n_mc) for g, w in _all_keys() for plain in (False, True))
     seeds = max(int(plans[a].get("n_seeds", 1)) for a in GENERATIVE)
     g = lambda k, d=0.0: float(units.get(k, d) or 0.0)
     rows = []
-    def add(art, stage, count, unit, unit_s): rows.append(dict(artefact=art, stage=stage, count=count, unit=unit, unit_s=unit_s,
+    def add(art, stage, count, unit, unit_s):
+        rows.append(dict(artefact=art, stage=stage, count=count, unit=unit, unit_s=unit_s,
                                                               projected_s=count * unit_s))
-    add("series (shared)", "structures -> asymmetric units (train, val, test)", n_tr + n_va + n_te, "structure", g("s_per_structure_asu"))
-    add("series (shared)", "score normaliser tables (all positions, both arms; upper bound)", terms, "MC term", g("s_per_norm_term"))
-    add("series (shared)", f"discrete modules ({rc.steps_discrete:,} steps max, + validation)", rc.steps_discrete * (1 + val_frac), "step", g("s_per_discrete_step"))
-    add("series (shared)", f"coordinate models: 2 arms x {seeds} seeds ({rc.steps_coords:,} steps max each, + validation)",
-        2 * seeds * rc.steps_coords * (1 + val_c), "step", g("s_per_coord_step"))
-    pt = plans["tab_generation"]; T = int(pt["T"])
+    add(
+        "series (shared)",
+        "structures -> asymmetric units (train, val, test)",
+        n_tr + n_va + n_te,
+        "structure",
+        g("s_per_structure_asu"),
+    )
+    add(
+        "series (shared)",
+        "score normaliser tables (all positions, both arms; upper bound)",
+        terms,
+        "MC term",
+        g("s_per_norm_term"),
+    )
+    add(
+        "series (shared)",
+        f"discrete modules ({rc.steps_discrete:,} steps max, + validation)",
+        rc.steps_discrete * (1 + val_frac),
+        "step",
+        g("s_per_discrete_step"),
+    )
+    add(
+        "series (shared)",
+        f"coordinate models: 2 arms x {seeds} seeds ({rc.steps_coords:,} steps max each, + validation)",
+        2 * seeds * rc.steps_coords * (1 + val_c),
+        "step",
+        g("s_per_coord_step"),
+    )
+    pt = plans["tab_generation"]
+    T = int(pt["T"])
     add("tab_generation", f"sampling: 2 arms x {pt['n_seeds']} seeds x {pt['n_gen']:,} crystals x {T} levels",
         2 * pt["n_seeds"] * pt["n_gen"] * T, "crystal-level", g("s_per_crystal_level"))
     add("tab_generation", f"COV fingerprints: 5 methods x {pt['n_seeds']} seeds x {pt['n_gen']:,} + {n_te:,} test",
@@ -197,10 +285,32 @@ def project_full(units: dict,                       # probe_throughput's unit co
     pl = plans["tab_likelihood"]
     add("tab_likelihood", f"likelihood: 2 networks x {pl['n_eval']:,} crystals x {pl['ode_steps']} RK4 steps",
         2 * pl["n_eval"] * pl["ode_steps"], "crystal-step", g("s_per_crystal_rk4_step"))
-    add("fig_training_curves", "held-out NLL (discrete modules, test split)", n_te / B / 3, "step", g("s_per_discrete_step"))
+    add(
+        "fig_training_curves",
+        "held-out NLL (discrete modules, test split)",
+        n_te / B / 3,
+        "step",
+        g("s_per_discrete_step"),
+    )
     R = pd.DataFrame(rows)
     tot = R.projected_s.sum()
-    R = pd.concat([R, pd.DataFrame([dict(artefact="series total", stage="all four generative artefacts, shared work once",
-                                         count=float("nan"), unit="", unit_s=float("nan"), projected_s=tot)])], ignore_index=True)
+    R = pd.concat(
+        [
+            R,
+            pd.DataFrame(
+                [
+                    dict(
+                        artefact="series total",
+                        stage="all four generative artefacts, shared work once",
+                        count=float("nan"),
+                        unit="",
+                        unit_s=float("nan"),
+                        projected_s=tot,
+                    )
+                ]
+            ),
+        ],
+        ignore_index=True,
+    )
     R["projected_h"] = R.projected_s / 3600
     return R

@@ -8,8 +8,8 @@ import numpy as np
 import torch
 
 from ..core import cached
-from .symmetry import (space_group, apply_ops, _wrap, _images, wrapped_normal, invariant_metric, metric_projector,
-                                            noise_factor, metric_norm)
+from .symmetry import (space_group, apply_ops, _wrap, _images, wrapped_normal, invariant_metric,
+                                           metric_projector, noise_factor, metric_norm)
 
 # %% auto #0
 __all__ = ['NORM_METRICS', 'NORM_FORMAT', 'NORM_CACHE', 'NORM_MODULES', 'norm_draws', 'score_norm_reference', 'pruned_images',
@@ -27,7 +27,8 @@ def _metric_tensor(sg: int, metric: str) -> np.ndarray | None:
     return invariant_metric(int(sg)) if metric == "invariant" else None
 
 def _check_key(sg, w, grid, n_mc, K, metric="invariant"):
-    G = space_group(sg); _metric_tensor(1, metric)
+    G = space_group(sg)
+    _metric_tensor(1, metric)
     if isinstance(w, (bool, np.bool_)) or not isinstance(w, (int, np.integer)) or not 0 <= w < len(G.wyckoffs):
         raise ValueError(f"group {sg} has Wyckoff indices 0..{len(G.wyckoffs) - 1}, got {w!r}")
     grid = np.asarray(grid, float)
@@ -43,10 +44,12 @@ def norm_draws(sg: int, w: int, plain: bool,   # the key: group, Wyckoff index, 
                n_mc: int,                      # Monte Carlo samples per grid point
                seed: int = 0, metric: str = "invariant") -> tuple[np.ndarray, np.ndarray]:
     "(x0, xt), each (n_grid, n_mc, 3): one key's Monte Carlo points, in the random order of the numpy reference."
-    G, wp, grid = _check_key(sg, w, grid, n_mc, 0, metric); M = _metric_tensor(sg, metric)
+    G, wp, grid = _check_key(sg, w, grid, n_mc, 0, metric)
+    M = _metric_tensor(sg, metric)
     rng = np.random.default_rng([int(seed), int(sg), int(w), int(plain)])
     C = noise_factor(None if plain else wp, M)
-    X0 = np.empty((len(grid), n_mc, 3)); XT = np.empty_like(X0)
+    X0 = np.empty((len(grid), n_mc, 3))
+    XT = np.empty_like(X0)
     for i, s in enumerate(grid):                                       # x0 uniform on the position, then the noise
         X0[i] = wp.point(rng.random((n_mc, wp.dof)))
         XT[i] = X0[i] + s * rng.standard_normal((n_mc, 3)) @ C.T        # sigma C z: covariance sigma^2 M^-1 there
@@ -58,7 +61,8 @@ def score_norm_reference(sg: int, w: int, plain: bool, grid: np.ndarray, n_mc: i
     "s_bar on the grid (n_grid,) by the numpy code issue 35 replaced (all |G| images, all (2K+1)^3 lattice images)."
     G, wp, grid = _check_key(sg, w, grid, n_mc, K, metric)
     if wp.dof == 0 and not plain: return np.ones(len(grid))             # no noise, no target: any positive value
-    M = _metric_tensor(sg, metric); Pm = np.eye(3) if plain else metric_projector(wp, M)
+    M = _metric_tensor(sg, metric)
+    Pm = np.eye(3) if plain else metric_projector(wp, M)
     X0, XT = norm_draws(sg, w, plain, grid, n_mc, seed, metric)
     return np.array([metric_norm(wrapped_normal(xt, apply_ops(G, x0), s, K, M, tangent=True)[1] @ Pm.T, M).mean()
                      for s, x0, xt in zip(grid, X0, XT)])
@@ -67,20 +71,25 @@ def score_norm_reference(sg: int, w: int, plain: bool, grid: np.ndarray, n_mc: i
 @lru_cache(maxsize=None)
 def _coset_reps(sg: int, w: int) -> np.ndarray:
     "One operation index per distinct image g·x of a generic point of position w (the orbit without repeats)."
-    G = space_group(sg); wp = G.wyckoffs[w]
+    G = space_group(sg)
+    wp = G.wyckoffs[w]
     imgs = apply_ops(G, wp.point(np.array([0.1234567, 0.3456789, 0.7654321])[: wp.dof]))[0]
     same = np.abs(_wrap(imgs[:, None] - imgs[None])).max(-1) < 1e-6
     reps = np.unique(same.argmax(1))
-    if len(reps) != wp.multiplicity: raise RuntimeError(f"{len(reps)} distinct images != multiplicity {wp.multiplicity} ({sg}{wp.letter})")
+    if len(reps) != wp.multiplicity:
+        raise RuntimeError(f"{len(reps)} distinct images != multiplicity {wp.multiplicity} ({sg}{wp.letter})")
     return reps
 
 def pruned_images(K: int, sigma: float, metric: np.ndarray | None = None, cut: float = 60.0,
-                  lam: tuple | None = None,   # (smallest, largest) eigenvalue bounds instead of one metric (a batch of metrics)
+                  lam: tuple | None = None,   # (smallest, largest) eigenvalue bounds instead of one metric (a batch of
+                                              # metrics)
                  ) -> np.ndarray:
-    "The lattice images k in {-K..K}^3 whose terms can weigh more than e^-cut of the largest term (the rest are dropped)."
+    ("The lattice images k in {-K..K}^3 whose terms can weigh more than e^-cut of the largest term (the rest are "
+     "dropped).")
     k = _images(K)
     if lam is None:
-        ev = np.linalg.eigvalsh(np.eye(3) if metric is None else np.asarray(metric, float)); lam = (ev[0], ev[-1])
+        ev = np.linalg.eigvalsh(np.eye(3) if metric is None else np.asarray(metric, float))
+        lam = (ev[0], ev[-1])
     S = (np.maximum(np.abs(k) - 0.5, 0.0) ** 2).sum(1)                # |d - k|_M^2 >= lam_min S (|d_i| <= 1/2)
     return k[lam[0] * S - 0.75 * lam[1] <= 2 * cut * sigma ** 2]       # best term: |d|_M^2 <= 3/4 lam_max
 
@@ -92,16 +101,19 @@ def score_norm_values(sg: int, w: int, plain: bool, grid: np.ndarray, n_mc: int,
     "s_bar on the grid (n_grid,): the reference's draws, evaluated in torch (distinct images, pruned lattice images)."
     G, wp, grid = _check_key(sg, w, grid, n_mc, K, metric)
     if wp.dof == 0 and not plain: return np.ones(len(grid))
-    M = _metric_tensor(sg, metric); Pm = np.eye(3) if plain else metric_projector(wp, M)
+    M = _metric_tensor(sg, metric)
+    Pm = np.eye(3) if plain else metric_projector(wp, M)
     X0, XT = norm_draws(sg, w, plain, grid, n_mc, seed, metric)
     dev = torch.device(device)
     f = lambda a: torch.as_tensor(np.asarray(a, float), dtype=torch.float64, device=dev)
     block = block or (1 << 24 if dev.type == "cuda" else 1 << 21)
-    reps = _coset_reps(int(sg), int(w)); A, t = f(G.A[reps]), f(G.t[reps])
+    reps = _coset_reps(int(sg), int(w))
+    A, t = f(G.A[reps]), f(G.t[reps])
     Mt, PmT = f(np.eye(3) if M is None else M), f(Pm).T
     out = []
     for s, x0, xt in zip(grid, X0, XT):
-        k = f(pruned_images(K, s, M)); x0, xt = f(x0), f(xt)
+        k = f(pruned_images(K, s, M))
+        x0, xt = f(x0), f(xt)
         orb = torch.remainder(torch.einsum("gij,nj->ngi", A, x0) + t, 1.0)          # (n, m, 3): the m distinct images
         b = max(1, block // (len(reps) * len(k)))
         tot = torch.zeros((), dtype=torch.float64, device=dev)
@@ -109,7 +121,7 @@ def score_norm_values(sg: int, w: int, plain: bool, grid: np.ndarray, n_mc: int,
             d = xt[lo:lo + b, None] - orb[lo:lo + b]
             d = d - torch.round(d)                                                    # minimum-image differences
             v = (d[:, :, None] - k).reshape(len(d), -1, 3)                            # (b, m I, 3)
-            wgt = torch.softmax(-(v * (v @ Mt)).sum(-1) / (2 * s ** 2), 1)            # exp(-|v|_M^2 / 2 sigma^2), normalised
+            wgt = torch.softmax(-(v * (v @ Mt)).sum(-1) / (2 * s ** 2), 1)       # exp(-|v|_M^2 / 2 sigma^2), normalised
             sc = (-(wgt[..., None] * v).sum(1) / s ** 2) @ PmT                        # P_M M^-1 grad log p
             tot = tot + torch.sqrt((sc * (sc @ Mt)).sum(-1)).sum()                    # |.|_M
         out.append(float(tot) / n_mc)
@@ -120,8 +132,17 @@ def norm_key(sg: int, w: int, plain: bool, grid: np.ndarray, n_mc: int, K: int =
              metric: str = "invariant") -> dict:
     "The cache parameters of one table (everything it depends on besides the code; not the device)."
     _check_key(sg, w, grid, n_mc, K, metric)
-    return dict(sg=int(sg), w=int(w), plain=bool(plain), grid=[float(s) for s in np.asarray(grid, float)], n_mc=int(n_mc),
-                K=int(K), seed=int(seed), metric=metric, format=NORM_FORMAT)
+    return dict(
+        sg=int(sg),
+        w=int(w),
+        plain=bool(plain),
+        grid=[float(s) for s in np.asarray(grid, float)],
+        n_mc=int(n_mc),
+        K=int(K),
+        seed=int(seed),
+        metric=metric,
+        format=NORM_FORMAT,
+    )
 
 def score_norm_table(sg: int, w: int, plain: bool, grid: np.ndarray, n_mc: int, K: int = 1, seed: int = 0,
                      metric: str = "invariant", device="cpu",

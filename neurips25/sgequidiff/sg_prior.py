@@ -26,7 +26,8 @@ def element_symbols() -> tuple:
 def element_token(symbol: str) -> int:
     "Token (Z - 1) of an element symbol; a clear error for unknown symbols or Z > 98."
     syms = element_symbols()
-    if symbol not in syms: raise ValueError(f"unknown element {symbol!r}: the vocabulary is Z = 1..98 ({syms[0]}..{syms[-1]})")
+    if symbol not in syms:
+        raise ValueError(f"unknown element {symbol!r}: the vocabulary is Z = 1..98 ({syms[0]}..{syms[-1]})")
     return syms.index(symbol)
 
 @lru_cache(maxsize=None)
@@ -51,7 +52,8 @@ _CENTRINGS = "PABCIFR"
 
 @lru_cache(maxsize=None)
 def sg_features() -> np.ndarray:
-    "(230, 19) space-group features: crystal system (7), centring (7), log|G|, #Wyckoff, inversion, #0-D positions, number."
+    ("(230, 19) space-group features: crystal system (7), centring (7), log|G|, #Wyckoff, inversion, #0-D positions, "
+     "number.")
     rows = []
     for n in range(1, 231):
         G = space_group(n)
@@ -64,13 +66,22 @@ def sg_features() -> np.ndarray:
 
 @lru_cache(maxsize=None)
 def wyckoff_table() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    "(offsets (231,), features (n_total, 8), n_wyckoffs (230,)): a global id sg_offset[sg-1] + letter index per position."
+    ("(offsets (231,), features (n_total, 8), n_wyckoffs (230,)): a global id sg_offset[sg-1] + letter index per "
+     "position.")
     offs, feats, counts = [0], [], []
     for n in range(1, 231):
-        G = space_group(n); counts.append(len(G.wyckoffs))
+        G = space_group(n)
+        counts.append(len(G.wyckoffs))
         for w in G.wyckoffs:
-            feats.append([float(w.dof == d) for d in range(4)] + [w.multiplicity / G.order, np.log(w.multiplicity) / np.log(192),
-                                                                  w.index / MAX_WYCKOFF, len(w.stabiliser) / 48])
+            feats.append(
+                [float(w.dof == d) for d in range(4)]
+                + [
+                    w.multiplicity / G.order,
+                    np.log(w.multiplicity) / np.log(192),
+                    w.index / MAX_WYCKOFF,
+                    len(w.stabiliser) / 48,
+                ]
+            )
         offs.append(offs[-1] + len(G.wyckoffs))
     return np.array(offs), np.array(feats, np.float32), np.array(counts)
 
@@ -94,7 +105,8 @@ class SpaceGroupEncoder(nn.Module):
     def __init__(self, d: int):
         super().__init__()
         self.register_buffer("feats", torch.tensor(sg_features()))
-        self.mlp = MLP(self.feats.shape[1], d, d); self.emb = nn.Embedding(N_SG, d)
+        self.mlp = MLP(self.feats.shape[1], d, d)
+        self.emb = nn.Embedding(N_SG, d)
         nn.init.normal_(self.emb.weight, std=0.02)
     def forward(self, sg: torch.Tensor) -> torch.Tensor:   # sg: (B,) numbers 1..230
         i = sg.long() - 1
@@ -105,9 +117,11 @@ def check_sg_tensor(sg) -> torch.Tensor:
     "Space-group numbers as a long tensor; a clear error outside 1..230 or for non-integers."
     t = torch.as_tensor(sg)
     if t.is_floating_point() or t.dtype == torch.bool:
-        if t.dtype == torch.bool or not torch.equal(t, t.round()): raise TypeError(f"space-group numbers must be integers, got {sg!r}")
+        if t.dtype == torch.bool or not torch.equal(t, t.round()):
+            raise TypeError(f"space-group numbers must be integers, got {sg!r}")
     t = t.long()
-    if t.numel() and (t.min() < 1 or t.max() > 230): raise ValueError(f"space-group numbers must be in 1..230, got {t.min().item()}..{t.max().item()}")
+    if t.numel() and (t.min() < 1 or t.max() > 230):
+        raise ValueError(f"space-group numbers must be in 1..230, got {t.min().item()}..{t.max().item()}")
     return t
 
 class SpaceGroupPrior(nn.Module):
@@ -132,12 +146,14 @@ class SpaceGroupPrior(nn.Module):
                allowed=None,                        # optional boolean (230,) mask of groups that may be drawn
               ) -> torch.Tensor:
         "n space-group numbers (1..230) drawn from p(G)^(1/temperature)."
-        if not isinstance(n, (int, np.integer)) or n < 0: raise ValueError(f"n must be a non-negative integer, got {n!r}")
+        if not isinstance(n, (int, np.integer)) or n < 0:
+            raise ValueError(f"n must be a non-negative integer, got {n!r}")
         if not temperature > 0: raise ValueError(f"temperature must be positive, got {temperature}")
         z = self.logits.detach().cpu() / temperature
         if allowed is not None:
             allowed = torch.as_tensor(allowed, dtype=torch.bool)
-            if allowed.shape != (N_SG,) or not allowed.any(): raise ValueError("allowed must be a boolean (230,) mask with at least one True")
+            if allowed.shape != (N_SG,) or not allowed.any():
+                raise ValueError("allowed must be a boolean (230,) mask with at least one True")
             z = z.masked_fill(~allowed, -torch.inf)
         return torch.multinomial(torch.softmax(z, 0), n, replacement=True, generator=generator) + 1
 

@@ -24,7 +24,8 @@ def chgnet_model(device: str = "auto"):
 def chgnet_energy(structs: list, batch_size: int = 16, device: str = "auto") -> np.ndarray:
     "CHGNet static energy per atom (eV/atom) of each structure."
     if not len(structs): return np.zeros(0)
-    m = chgnet_model(device); out = []
+    m = chgnet_model(device)
+    out = []
     for lo in progress(range(0, len(structs), batch_size), desc="CHGNet", leave=False):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -40,10 +41,18 @@ def elemental_references(elements, extra: list = ()) -> list:
     from neurips25.sgequidiff.data import package_structures
     from ase.build import molecule
     from pymatgen.io.ase import AseAtomsAdaptor
-    want = set(elements); refs = [s for s in extra if len(s.composition.elements) == 1]
-    refs += [s for _, _, s in package_structures()[0] if len(s.composition.elements) == 1 and s.composition.elements[0].symbol in want]
+    want = set(elements)
+    refs = [s for s in extra if len(s.composition.elements) == 1]
+    refs += [
+        s
+        for _, _, s in package_structures()[0]
+        if len(s.composition.elements) == 1 and s.composition.elements[0].symbol in want
+    ]
     for e in sorted(want & set(DIATOMIC)):
-        a = molecule(f"{e}2"); a.set_cell([12, 12, 12]); a.center(); a.pbc = True
+        a = molecule(f"{e}2")
+        a.set_cell([12, 12, 12])
+        a.center()
+        a.pbc = True
         refs.append(AseAtomsAdaptor.get_structure(a))
     return [s for s in refs if s.composition.elements[0].symbol in want]
 
@@ -51,24 +60,32 @@ class ProxyHull:
     "CHGNet entries of a reference set; a convex hull (PhaseDiagram) per chemical system, built on demand."
     def __init__(self, entries: list):
         self.entries = list(entries)
-        self.elements = sorted({e.composition.elements[0].symbol for e in self.entries if len(e.composition.elements) == 1})
+        self.elements = sorted(
+            {e.composition.elements[0].symbol for e in self.entries if len(e.composition.elements) == 1}
+        )
         self._pd: dict = {}
 
     def phase_diagram(self, chemsys: frozenset):
         "The hull of the entries whose elements lie in `chemsys` (None if an element has no reference)."
         from pymatgen.analysis.phase_diagram import PhaseDiagram
         if not chemsys <= set(self.elements): return None
-        if chemsys not in self._pd:   # one hull per chemical system: a hull over all ~80 elements at once is intractable
-            self._pd[chemsys] = PhaseDiagram([e for e in self.entries if {x.symbol for x in e.composition.elements} <= chemsys])
+        if chemsys not in self._pd:  # one hull per chemical system: a hull over all ~80 elements at once is intractable
+            self._pd[chemsys] = PhaseDiagram(
+                [e for e in self.entries if {x.symbol for x in e.composition.elements} <= chemsys]
+            )
         return self._pd[chemsys]
 
     def e_above_hull(self, composition, energy_per_atom: float) -> float:
         "Energy above the hull of the composition's chemical system (eV/atom); NaN if an element lacks a reference."
         from pymatgen.entries.computed_entries import ComputedEntry
-        composition = composition.element_composition                 # oxidation states (Li+, O2-) are no hull terminals
+        composition = composition.element_composition                # oxidation states (Li+, O2-) are no hull terminals
         pd = self.phase_diagram(frozenset(e.symbol for e in composition.elements))
         if pd is None: return float("nan")
-        return float(pd.get_e_above_hull(ComputedEntry(composition, energy_per_atom * composition.num_atoms), allow_negative=True))
+        return float(
+            pd.get_e_above_hull(
+                ComputedEntry(composition, energy_per_atom * composition.num_atoms), allow_negative=True
+            )
+        )
 
 def build_hull(reference: list, device: str = "auto") -> ProxyHull:
     "CHGNet energies of the reference crystals plus elemental references, as a ProxyHull."

@@ -50,7 +50,8 @@ class WyckoffPosition:
     def point(self, p: np.ndarray) -> np.ndarray:
         "Representative point(s) x = M_free p + c (mod 1) for free parameters p of shape (..., dof)."
         p = np.asarray(p, float)
-        if p.shape[-1:] != (self.dof,): raise ValueError(f"{self.sg}{self.letter} has {self.dof} free parameters, got shape {p.shape}")
+        if p.shape[-1:] != (self.dof,):
+            raise ValueError(f"{self.sg}{self.letter} has {self.dof} free parameters, got shape {p.shape}")
         return np.mod(p @ self.M[:, list(self.free_axes)].T + self.c, 1.0)
 
     def __repr__(self): return f"WyckoffPosition({self.sg}, {self.multiplicity}{self.letter}, dof={self.dof})"
@@ -75,8 +76,11 @@ class SpaceGroup:
         "The Wyckoff position with this letter (error if the group has none)."
         for w in self.wyckoffs:
             if w.letter == letter: return w
-        raise ValueError(f"Wyckoff letter {letter!r} is not in space group {self.number} ({self.symbol}), which has {self.letters!r}")
-    def __repr__(self): return f"SpaceGroup({self.number}, {self.symbol!r}, |G|={self.order}, wyckoffs={self.letters!r})"
+        raise ValueError(
+            f"Wyckoff letter {letter!r} is not in space group {self.number} ({self.symbol}), which has {self.letters!r}"
+        )
+    def __repr__(self):
+        return f"SpaceGroup({self.number}, {self.symbol!r}, |G|={self.order}, wyckoffs={self.letters!r})"
 
 # %% ../../nbs/p05_sgequidiff/00_symmetry.ipynb #b8d357f6
 def _wrap(d: np.ndarray) -> np.ndarray:
@@ -88,11 +92,13 @@ def _build_group(n: int) -> SpaceGroup:
     g = Group(n)
     gen = g.Wyckoff_positions[0]                             # general position: its ops are the group's ops
     aff = np.array([op.affine_matrix for op in gen.ops])
-    A = np.rint(aff[:, :3, :3]); t = np.mod(aff[:, :3, 3], 1.0)
+    A = np.rint(aff[:, :3, :3])
+    t = np.mod(aff[:, :3, 3], 1.0)
     t[np.isclose(t, 1.0)] = 0.0
     p_gen = np.array([0.1234567, 0.3456789, 0.7654321])      # generic parameters
     wps = []
-    for k, wp in enumerate(reversed(g.Wyckoff_positions)):  # pyxtal lists the general position first; we use letter order
+    for k, wp in enumerate(reversed(g.Wyckoff_positions)):  # pyxtal lists the general position first; we use letter
+                                                            # order
         a0 = wp.ops[0].affine_matrix
         M, c = a0[:3, :3].copy(), np.mod(a0[:3, 3], 1.0)
         free = tuple(int(j) for j in np.flatnonzero(np.abs(M).sum(0) > 1e-9))
@@ -165,7 +171,9 @@ def orbit_index(G: SpaceGroup, X: np.ndarray, tol: float = 1e-4) -> np.ndarray:
     d = np.abs(_wrap(imgs[:, :, None] - X[None, None])).max(-1)      # (n, g, n)
     j = d.argmin(-1)
     if (np.take_along_axis(d, j[..., None], -1)[..., 0] > tol).any():
-        raise ValueError(f"the cell is not closed under space group {G.number}: some image g·x_i is no atom (tol {tol})")
+        raise ValueError(
+            f"the cell is not closed under space group {G.number}: some image g·x_i is no atom (tol {tol})"
+        )
     return j.T
 
 # %% ../../nbs/p05_sgequidiff/00_symmetry.ipynb #75072b16
@@ -202,7 +210,8 @@ def _invariant_metric(sg: int) -> np.ndarray:
     return M
 
 def invariant_metric(G) -> np.ndarray:
-    "The group average (1/|G|) sum_g A_g^T A_g (3, 3): A_g^T M A_g = M for every g; exactly I unless hexagonal/trigonal."
+    ("The group average (1/|G|) sum_g A_g^T A_g (3, 3): A_g^T M A_g = M for every g; exactly I unless "
+     "hexagonal/trigonal.")
     return _invariant_metric(G.number if isinstance(G, SpaceGroup) else check_sg(G)).copy()
 
 def _is_identity(metric) -> bool:
@@ -219,11 +228,14 @@ def metric_projector(wp: WyckoffPosition, metric=None) -> np.ndarray:
     "The metric-orthogonal projector B (B^T M B)^-1 B^T M onto wp's direction space (P_w itself for M = I)."
     if _is_identity(metric) or wp.dof in (0, 3): return wp.P.copy()
     Gm = _check_metric(metric)
-    w, V = np.linalg.eigh(wp.P); B = V[:, w > 0.5]                 # orthonormal basis of col(P)
+    # orthonormal basis of col(P)
+    w, V = np.linalg.eigh(wp.P)
+    B = V[:, w > 0.5]
     return B @ np.linalg.solve(B.T @ Gm @ B, B.T @ Gm)
 
 def noise_factor(wp: WyckoffPosition | None, metric=None) -> np.ndarray:
-    "C (3, 3) with C C^T = B (B^T M B)^-1 B^T: sigma C z, z ~ N(0, I_3), is N(0, sigma^2 M^-1) on wp (None: all 3 axes)."
+    ("C (3, 3) with C C^T = B (B^T M B)^-1 B^T: sigma C z, z ~ N(0, I_3), is N(0, sigma^2 M^-1) on wp (None: all 3 "
+     "axes).")
     P = np.eye(3) if wp is None else wp.P
     if _is_identity(metric): return P.copy()
     Pm = np.eye(3) if wp is None else metric_projector(wp, metric)
@@ -244,7 +256,8 @@ def wrapped_normal(xt: np.ndarray,      # noisy points (n, 3)
                    orbit_pts: np.ndarray,  # the orbit of x0, (m, 3)
                    sigma: float,        # noise scale (fractional units)
                    K: int = 1,          # lattice images k in {-K..K}^3 around the minimum-image difference
-                   metric: np.ndarray | None = None,  # optional (3, 3) metric tensor (default: Euclidean in fractional coords)
+                   metric: np.ndarray | None = None,  # optional (3, 3) metric tensor (default: Euclidean in fractional
+                                                      # coords)
                    tangent: bool = False,  # return the metric gradient M^-1 grad log p (a tangent vector) instead
                   ) -> tuple[np.ndarray, np.ndarray]:
     "Unnormalised log-density log sum_{y,k} exp(-|xt-y-k|_M^2/2 sigma^2) and its score, shapes (n,) and (n, 3)."
@@ -255,7 +268,10 @@ def wrapped_normal(xt: np.ndarray,      # noisy points (n, 3)
         if orbit_pts.shape[0] != len(xt) or orbit_pts.shape[2] != 3:
             raise ValueError(f"per-point orbits must have shape ({len(xt)}, m, 3), got {orbit_pts.shape}")
         if not np.isfinite(orbit_pts).all(): raise ValueError("orbit_pts contains NaN or infinite coordinates")
-    else: orbit_pts = np.broadcast_to(_check_points(orbit_pts, "orbit_pts")[None], (len(xt),) + _check_points(orbit_pts).shape)
+    else:
+        orbit_pts = np.broadcast_to(
+            _check_points(orbit_pts, "orbit_pts")[None], (len(xt),) + _check_points(orbit_pts).shape
+        )
     if not np.isfinite(sigma) or sigma <= 0: raise ValueError(f"sigma must be positive, got {sigma}")
     Gm = np.eye(3) if metric is None else _check_metric(metric)
     d = xt[:, None] - orbit_pts
@@ -264,7 +280,9 @@ def wrapped_normal(xt: np.ndarray,      # noisy points (n, 3)
     Gv = v @ Gm
     e = -np.einsum("nki,nki->nk", v, Gv) / (2 * sigma ** 2)
     emax = e.max(1, keepdims=True)
-    w = np.exp(e - emax); Z = w.sum(1, keepdims=True); w /= Z
+    w = np.exp(e - emax)
+    Z = w.sum(1, keepdims=True)
+    w /= Z
     return (emax + np.log(Z))[:, 0], -np.einsum("nk,nki->ni", w, v if tangent else Gv) / sigma ** 2
 
 
@@ -315,16 +333,20 @@ def symmetrize_cell(G: SpaceGroup, F: np.ndarray, X: np.ndarray, tol: float = 1e
 def random_field(seed: int = 0, n_freq: int = 16, dtype=np.float64):
     "A random smooth periodic field f: (m, 3) -> (m, 3), deliberately not equivariant (for tests)."
     r = np.random.default_rng(seed)
-    W = r.integers(-3, 4, size=(n_freq, 3)).astype(dtype); ph = r.random(n_freq).astype(dtype) * 2 * np.pi
+    W = r.integers(-3, 4, size=(n_freq, 3)).astype(dtype)
+    ph = r.random(n_freq).astype(dtype) * 2 * np.pi
     C = r.standard_normal((n_freq, 3)).astype(dtype)
     return lambda x: np.sin(2 * np.pi * np.asarray(x, dtype) @ W.T + ph) @ C
 
 # %% ../../nbs/p05_sgequidiff/00_symmetry.ipynb #964a7dff
 def equivariance_errors(sg: int, seed: int = 0, n_points: int = 2) -> tuple[np.ndarray, dict]:
     "(per-operation equivariance errors (|G|,), {letter: tangency error}) of the symmetrised random field, relative."
-    G = space_group(sg); f = random_field(seed); r = np.random.default_rng(seed)
+    G = space_group(sg)
+    f = random_field(seed)
+    r = np.random.default_rng(seed)
     x = r.random((n_points, 3))
-    s = symmetrize_field(G, f, x); scale = np.abs(s).max()
+    s = symmetrize_field(G, f, x)
+    scale = np.abs(s).max()
     imgs = apply_ops(G, x)
     s_g = symmetrize_field(G, f, imgs.reshape(-1, 3)).reshape(imgs.shape)
     eq = np.abs(s_g - np.einsum("gij,nj->ngi", G.A, s)).max((0, 2)) / scale

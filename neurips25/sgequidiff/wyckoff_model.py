@@ -19,11 +19,14 @@ __all__ = ['group_tables', 'WyckoffTransformer', 'wyckoff_log_prob', 'wyckoff_lo
 def group_tables() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     "(global Wyckoff id (230, 27), multiplicity (230, 27), is 0-D (230, 27)); absent positions: id 0, multiplicity 0."
     offs, _, counts = wyckoff_table()
-    gid = torch.zeros(N_SG, MAX_WYCKOFF, dtype=torch.long); mult = torch.zeros(N_SG, MAX_WYCKOFF, dtype=torch.long)
+    gid = torch.zeros(N_SG, MAX_WYCKOFF, dtype=torch.long)
+    mult = torch.zeros(N_SG, MAX_WYCKOFF, dtype=torch.long)
     zero_d = torch.zeros(N_SG, MAX_WYCKOFF, dtype=torch.bool)
     for n in range(1, 231):
         for w in space_group(n).wyckoffs:
-            gid[n - 1, w.index] = offs[n - 1] + w.index; mult[n - 1, w.index] = w.multiplicity; zero_d[n - 1, w.index] = w.dof == 0
+            gid[n - 1, w.index] = offs[n - 1] + w.index
+            mult[n - 1, w.index] = w.multiplicity
+            zero_d[n - 1, w.index] = w.dof == 0
     return gid, mult, zero_d
 
 # %% ../../nbs/p05_sgequidiff/06_wyckoff_transformer.ipynb #ea337d37
@@ -38,24 +41,31 @@ class WyckoffTransformer(nn.Module):
                  n_freq: int = 16,
                 ):
         super().__init__()
-        if hidden % 2 or hidden % n_heads: raise ValueError(f"hidden ({hidden}) must be even and divisible by n_heads ({n_heads})")
+        if hidden % 2 or hidden % n_heads:
+            raise ValueError(f"hidden ({hidden}) must be even and divisible by n_heads ({n_heads})")
         if max_atoms < 1: raise ValueError(f"max_atoms must be >= 1, got {max_atoms}")
         H, h2 = hidden, hidden // 2
         self.H, self.max_atoms, self.max_sites, self.n_freq = H, int(max_atoms), max_sites, n_freq
         offs, wf, _ = wyckoff_table()
-        self.register_buffer("wfeat", torch.tensor(wf)); self.register_buffer("efeat", torch.tensor(element_features()))
+        self.register_buffer("wfeat", torch.tensor(wf))
+        self.register_buffer("efeat", torch.tensor(element_features()))
         gid, mult, zd = group_tables()
-        self.register_buffer("gid", gid); self.register_buffer("mult", mult); self.register_buffer("zero_d", zd)
+        self.register_buffer("gid", gid)
+        self.register_buffer("mult", mult)
+        self.register_buffer("zero_d", zd)
         self.register_buffer("elem_mask", torch.ones(98, dtype=torch.bool))
         r = torch.tensor(grid.ranges(), dtype=torch.float32)
-        self.register_buffer("lo", r[:, 0]); self.register_buffer("width", r[:, 1] - r[:, 0])
+        self.register_buffer("lo", r[:, 0])
+        self.register_buffer("width", r[:, 1] - r[:, 0])
         self.sg_enc = SpaceGroupEncoder(h2)
         self.lat = nn.Linear(6 * 2 * n_freq, h2)
         self.w_lin, self.w_emb = nn.Linear(wf.shape[1], h2), nn.Embedding(int(offs[-1]), h2)
         self.e_lin, self.e_emb = nn.Linear(self.efeat.shape[1], h2), nn.Embedding(98, h2)
         self.seed_w, self.seed_e = nn.Parameter(torch.randn(h2) * 0.02), nn.Parameter(torch.randn(h2) * 0.02)
         self.atom = MLP(2 * H, H, H)
-        layer = nn.TransformerEncoderLayer(H, n_heads, 2 * H, dropout=0.0, activation="gelu", batch_first=True, norm_first=True)
+        layer = nn.TransformerEncoderLayer(
+            H, n_heads, 2 * H, dropout=0.0, activation="gelu", batch_first=True, norm_first=True
+        )
         self.blocks = nn.TransformerEncoder(layer, n_layers, enable_nested_tensor=False)
         self.norm = nn.LayerNorm(H)
         self.q_w, self.k_w, self.stop_key = nn.Linear(h2, H), MLP(h2, H, H), nn.Parameter(torch.randn(H) * 0.1)
@@ -64,8 +74,10 @@ class WyckoffTransformer(nn.Module):
     def set_elements(self, symbols):
         "Restrict the element vocabulary to these symbols (reconstruction; default: all 98)."
         from neurips25.sgequidiff.sg_prior import element_token
-        m = torch.zeros(98, dtype=torch.bool, device=self.elem_mask.device); m[[element_token(s) for s in symbols]] = True
-        self.elem_mask.copy_(m); return self
+        m = torch.zeros(98, dtype=torch.bool, device=self.elem_mask.device)
+        m[[element_token(s) for s in symbols]] = True
+        self.elem_mask.copy_(m)
+        return self
 
     def wyck_embed(self, g: torch.Tensor) -> torch.Tensor:  # global Wyckoff ids
         return self.w_lin(self.wfeat[g]) + self.w_emb(g)
@@ -76,7 +88,9 @@ class WyckoffTransformer(nn.Module):
 def _encode(self, sg, lat, W, E) -> torch.Tensor:
     "Read-out (R, H) of prefixes W, E (R, Lmax) (token -1 = padding) for groups sg (R,) and lattices lat (R, 6)."
     R, Lm = W.shape
-    ctx = torch.cat([self.sg_enc(sg), self.lat(fourier_features((lat - self.lo) / self.width * 8 - 4, self.n_freq))], -1)  # (R, H)
+    ctx = torch.cat(
+        [self.sg_enc(sg), self.lat(fourier_features((lat - self.lo) / self.width * 8 - 4, self.n_freq))], -1
+    )  # (R, H)
     pad = W < 0
     wtok = self.wyck_embed(self.gid[sg - 1][torch.arange(R, device=W.device)[:, None], W.clamp(min=0)])
     etok = self.elem_embed(E.clamp(min=0))
@@ -84,14 +98,16 @@ def _encode(self, sg, lat, W, E) -> torch.Tensor:
     tok = torch.cat([seed, torch.cat([wtok, etok], -1)], 1)                          # (R, 1 + Lm, H)
     x = self.atom(torch.cat([ctx[:, None].expand(-1, Lm + 1, -1), tok], -1))
     mask = torch.cat([torch.zeros(R, 1, dtype=torch.bool, device=W.device), pad], 1)
-    return self.norm(self.blocks(x, src_key_padding_mask=mask))[:, 0]              # full attention, read-out at the seed
+    return self.norm(self.blocks(x, src_key_padding_mask=mask))[:, 0]             # full attention, read-out at the seed
 
 def _state_masks(self, sg, W):
     "Allowed next Wyckoff choices (R, 1 + 27), index 0 = STOP, given the prefixes W (R, Lmax)."
-    R = len(sg); k = (W >= 0).sum(1)
+    R = len(sg)
+    k = (W >= 0).sum(1)
     mult = self.mult[sg - 1]                                                         # (R, 27)
     allowed = mult > 0
-    used = torch.zeros_like(allowed); r = torch.arange(R, device=W.device)[:, None]
+    used = torch.zeros_like(allowed)
+    r = torch.arange(R, device=W.device)[:, None]
     used[r.expand_as(W)[W >= 0], W[W >= 0]] = True
     allowed &= ~(used & self.zero_d[sg - 1])                                         # a 0-D position holds one atom
     if self.max_sites is not None:
@@ -99,7 +115,7 @@ def _state_masks(self, sg, W):
         allowed &= sites[:, None] + mult <= self.max_sites
     full = k >= self.max_atoms
     allowed &= ~full[:, None]
-    stop = (k > 0) | ~allowed.any(1)                                                 # STOP masked at step 1 unless nothing fits
+    stop = (k > 0) | ~allowed.any(1)                                         # STOP masked at step 1 unless nothing fits
     return torch.cat([stop[:, None], allowed], 1)
 
 def _wyckoff_logits(self, h, sg, W) -> torch.Tensor:
@@ -116,43 +132,67 @@ def _element_logits(self, h, sg, w) -> torch.Tensor:
     z = q @ self.k_e(self.elem_embed(torch.arange(98, device=h.device))).T / math.sqrt(self.H)
     return z.masked_fill(~self.elem_mask, -torch.inf)
 
-WyckoffTransformer._encode, WyckoffTransformer._wyckoff_logits, WyckoffTransformer._element_logits = _encode, _wyckoff_logits, _element_logits
+WyckoffTransformer._encode, WyckoffTransformer._wyckoff_logits, WyckoffTransformer._element_logits = (
+    _encode,
+    _wyckoff_logits,
+    _element_logits,
+)
 
 # %% ../../nbs/p05_sgequidiff/06_wyckoff_transformer.ipynb #13f05409
 def _check_tokens(self, sg, lattice, W, E):
     sg = check_sg_tensor(sg).reshape(-1)
     lat = torch.as_tensor(np.asarray(lattice, np.float32))
-    if lat.shape != (len(sg), 6) or not torch.isfinite(lat).all(): raise ValueError(f"lattice must be finite with shape ({len(sg)}, 6), got {tuple(lat.shape)}")
-    if len(W) != len(sg) or len(E) != len(sg): raise ValueError(f"need one token list per crystal: {len(sg)} groups, {len(W)} Wyckoff lists, {len(E)} element lists")
+    if lat.shape != (len(sg), 6) or not torch.isfinite(lat).all():
+        raise ValueError(f"lattice must be finite with shape ({len(sg)}, 6), got {tuple(lat.shape)}")
+    if len(W) != len(sg) or len(E) != len(sg):
+        raise ValueError(
+            f"need one token list per crystal: {len(sg)} groups, {len(W)} Wyckoff lists, {len(E)} element lists"
+        )
     for b, (w, e) in enumerate(zip(W, E)):
         if len(w) != len(e): raise ValueError(f"crystal {b}: {len(w)} Wyckoff tokens but {len(e)} elements")
-        if not 1 <= len(w) <= self.max_atoms: raise ValueError(f"crystal {b} has {len(w)} ASU atoms; allowed 1..{self.max_atoms}")
+        if not 1 <= len(w) <= self.max_atoms:
+            raise ValueError(f"crystal {b} has {len(w)} ASU atoms; allowed 1..{self.max_atoms}")
         nw = int((self.mult[int(sg[b]) - 1] > 0).sum())
-        if min(w) < 0 or max(w) >= nw: raise ValueError(f"crystal {b}: Wyckoff index out of range 0..{nw - 1} for group {int(sg[b])}")
+        if min(w) < 0 or max(w) >= nw:
+            raise ValueError(f"crystal {b}: Wyckoff index out of range 0..{nw - 1} for group {int(sg[b])}")
         if min(e) < 0 or max(e) >= 98: raise ValueError(f"crystal {b}: element token out of range 0..97")
     return sg, lat
 
 def wyckoff_log_prob(self, sg, lattice,             # (B,) groups and (B, 6) lattices
                      W: list, E: list,              # per crystal: Wyckoff indices and element tokens (lists of ints)
-                     order: str | list = "random",  # "random" (a fresh permutation each call), "given", or explicit perms
+                     order: str | list = "random",  # "random" (a fresh permutation each call), "given", or explicit
+                                                    # perms
                      generator: torch.Generator | None = None,
                      per_term: bool = False,        # also return (wyckoff incl. STOP, element) sums (B,), (B,)
                     ):
     "log p(N, W, E | G, L) per crystal (B,)."
     sg, lat = _check_tokens(self, sg, lattice, W, E)
-    dev = self.lo.device; sg, lat = sg.to(dev), lat.to(dev)
-    perms = [torch.randperm(len(w), generator=generator).tolist() if order == "random" else list(range(len(w))) if order == "given"
-             else list(order[b]) for b, w in enumerate(W)]
+    dev = self.lo.device
+    sg, lat = sg.to(dev), lat.to(dev)
+    perms = [
+        (
+            torch.randperm(len(w), generator=generator).tolist()
+            if order == "random"
+            else list(range(len(w))) if order == "given" else list(order[b])
+        )
+        for b, w in enumerate(W)
+    ]
     rows_b, rows_k = [], []
-    for b, w in enumerate(W): rows_b += [b] * (len(w) + 1); rows_k += list(range(len(w) + 1))
+    for b, w in enumerate(W):
+        rows_b += [b] * (len(w) + 1)
+        rows_k += list(range(len(w) + 1))
     R, Lm = len(rows_b), max(len(w) for w in W)
-    Wp = torch.full((R, Lm), -1, dtype=torch.long); Ep = torch.full((R, Lm), -1, dtype=torch.long)
-    tw = torch.zeros(R, dtype=torch.long); te = torch.zeros(R, dtype=torch.long)
+    Wp = torch.full((R, Lm), -1, dtype=torch.long)
+    Ep = torch.full((R, Lm), -1, dtype=torch.long)
+    tw = torch.zeros(R, dtype=torch.long)
+    te = torch.zeros(R, dtype=torch.long)
     for r, (b, k) in enumerate(zip(rows_b, rows_k)):
         ws, es = [W[b][j] for j in perms[b]], [E[b][j] for j in perms[b]]
-        Wp[r, :k] = torch.tensor(ws[:k], dtype=torch.long); Ep[r, :k] = torch.tensor(es[:k], dtype=torch.long)
+        Wp[r, :k] = torch.tensor(ws[:k], dtype=torch.long)
+        Ep[r, :k] = torch.tensor(es[:k], dtype=torch.long)
         if k < len(ws): tw[r], te[r] = ws[k] + 1, es[k]                               # next token (index 0 = STOP)
-    rb = torch.tensor(rows_b, device=dev); Wp, Ep, tw, te = Wp.to(dev), Ep.to(dev), tw.to(dev), te.to(dev)
+    rb = torch.tensor(rows_b, device=dev)
+    Wp, Ep, tw, te = Wp.to(dev), Ep.to(dev), tw.to(dev), te.to(dev)
     h = self._encode(sg[rb], lat[rb], Wp, Ep)
     zw = torch.log_softmax(self._wyckoff_logits(h, sg[rb], Wp), -1)
     lw = zw.gather(1, tw[:, None])[:, 0]
@@ -183,9 +223,13 @@ def wyckoff_sample(self, sg, lattice,                       # (B,) groups, (B, 6
     sg = check_sg_tensor(sg).reshape(-1)
     lat = torch.as_tensor(np.asarray(lattice, np.float32))
     if lat.shape != (len(sg), 6): raise ValueError(f"lattice must have shape ({len(sg)}, 6), got {tuple(lat.shape)}")
-    dev = self.lo.device; sg, lat = sg.to(dev), lat.to(dev); B = len(sg)
-    W = torch.full((B, self.max_atoms), -1, dtype=torch.long, device=dev); E = W.clone()
-    lp = torch.zeros(B, device=dev); active = torch.ones(B, dtype=torch.bool, device=dev)
+    dev = self.lo.device
+    sg, lat = sg.to(dev), lat.to(dev)
+    B = len(sg)
+    W = torch.full((B, self.max_atoms), -1, dtype=torch.long, device=dev)
+    E = W.clone()
+    lp = torch.zeros(B, device=dev)
+    active = torch.ones(B, dtype=torch.bool, device=dev)
     def draw(z):
         p = torch.softmax(z / temperature, -1)
         k = torch.multinomial(p.float().cpu(), 1, generator=generator)[:, 0].to(dev)
@@ -196,11 +240,14 @@ def wyckoff_sample(self, sg, lattice,                       # (B,) groups, (B, 6
         h = self._encode(sg[a], lat[a], W[a, :max(k, 1)], E[a, :max(k, 1)])
         zw = self._wyckoff_logits(h, sg[a], W[a, :max(k, 1)])
         if torch.isinf(zw).all(1).any(): raise RuntimeError("no allowed Wyckoff choice (nor STOP) for some crystal")
-        tw, l1 = draw(zw); lp[a] += l1
+        tw, l1 = draw(zw)
+        lp[a] += l1
         go = tw > 0
         if go.any():
             te, l2 = draw(self._element_logits(h[go], sg[a][go], tw[go] - 1))
-            W[a[go], k] = tw[go] - 1; E[a[go], k] = te; lp[a[go]] += l2
+            W[a[go], k] = tw[go] - 1
+            E[a[go], k] = te
+            lp[a[go]] += l2
         active[a[~go]] = False
     Wl = [[int(v) for v in row if v >= 0] for row in W.cpu()]
     El = [[int(v) for v in row if v >= 0] for row in E.cpu()]
