@@ -23,7 +23,8 @@ class CharAE(nn.Module):
         self.size, self.latent = size, latent
 
     def encode(self, x: torch.Tensor) -> torch.Tensor:
-        if x.ndim != 3 or x.shape[1:] != (self.size, self.size): raise ValueError(f"images must have shape (n, {self.size}, {self.size}), got {tuple(x.shape)}")
+        if x.ndim != 3 or x.shape[1:] != (self.size, self.size):
+            raise ValueError(f"images must have shape (n, {self.size}, {self.size}), got {tuple(x.shape)}")
         return self.enc(x)
 
     def decode(self, z: torch.Tensor) -> torch.Tensor:
@@ -38,12 +39,15 @@ def sample_triplets(labels: torch.Tensor, angles: torch.Tensor, n: int, pos_max:
                     generator=None, chunk: int = 256) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     "Indices (anchor, positive, negative): same character, |angle diff| <= pos_max for p and > neg_min for n."
     labels, angles = torch.as_tensor(labels), torch.as_tensor(angles)
-    N = len(labels); a = torch.randint(N, (n,), generator=generator)
+    N = len(labels)
+    a = torch.randint(N, (n,), generator=generator)
     p, q = torch.empty(n, dtype=torch.long), torch.empty(n, dtype=torch.long)
     for s in range(0, n, chunk):                     # (chunk, N) masks: memory bounded, no per-anchor Python loop
         ak = a[s:s + chunk]
-        same = labels[None] == labels[ak][:, None]; d = _angle_diff(angles[None], angles[ak][:, None])
-        P = same & (d <= pos_max) & (torch.arange(N)[None] != ak[:, None]); Q = same & (d > neg_min)
+        same = labels[None] == labels[ak][:, None]
+        d = _angle_diff(angles[None], angles[ak][:, None])
+        P = same & (d <= pos_max) & (torch.arange(N)[None] != ak[:, None])
+        Q = same & (d > neg_min)
         bad = ~(P.any(1) & Q.any(1))
         if bad.any(): raise ValueError(f"no positive or negative for anchor {int(ak[bad][0])}: angles too sparse")
         p[s:s + chunk] = (torch.rand(P.shape, generator=generator) * P).argmax(1)   # uniform among the valid ones
@@ -59,11 +63,13 @@ def train_char_ae(data: dict, latent: int = 16, steps: int = 500, batch: int = 1
     "Train the triplet autoencoder on `rotated_characters` output; returns (model, losses)."
     if schedule not in SCHEDULES: raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
     if not isinstance(steps, int) or steps < 1: raise ValueError(f"steps must be a positive int, got {steps!r}")
-    torch.manual_seed(seed); g = torch.Generator().manual_seed(seed)
+    torch.manual_seed(seed)
+    g = torch.Generator().manual_seed(seed)
     dev = get_device("auto") if device is None else torch.device(device)
     X = torch.as_tensor(data["images"], dtype=torch.float32)
     L, A = torch.as_tensor(data["labels"]), torch.as_tensor(data["angles"], dtype=torch.float32)
-    model = CharAE(X.shape[1], latent).to(dev); Xd = X.to(dev)
+    model = CharAE(X.shape[1], latent).to(dev)
+    Xd = X.to(dev)
     opt, losses = torch.optim.Adam(model.parameters(), lr=lr), []
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps) if schedule == "cosine" else None
     for _ in progress(range(steps), desc="char AE"):
@@ -72,7 +78,10 @@ def train_char_ae(data: dict, latent: int = 16, steps: int = 500, batch: int = 1
         rec = ((model.decode(za) - Xd[a]) ** 2).sum((1, 2)).mean()
         trip = torch.relu(((za - zp) ** 2).sum(-1) - ((za - zn) ** 2).sum(-1) + margin).mean()
         loss = rec + lam * trip + reg * (za ** 2).sum(-1).mean()
-        opt.zero_grad(); loss.backward(); opt.step(); losses.append(loss.item())
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
         if sched is not None: sched.step()
     return model, losses
 
@@ -84,13 +93,21 @@ def encode_images(ae: CharAE, images, batch: int = 1024) -> torch.Tensor:
     dev = next(ae.parameters()).device
     return torch.cat([ae.encode(X[s:s + batch].to(dev)).double().cpu() for s in range(0, len(X), batch)])
 
-def rotation_reference(ae: CharAE, chars, labels, a0, a1,   # characters, label per pair (B,), endpoint angles (B,) in degrees
+def rotation_reference(ae: CharAE, chars, labels, a0, a1,   # characters, label per pair (B,), endpoint angles (B,) in
+                                                            # degrees
                        T: int, binarize: bool = False, font: str | None = None) -> torch.Tensor:
     "Encoded shortest-arc rotations between the endpoint angles, (B, T+1, latent)."
     labels, a0, a1 = (np.asarray(v).ravel() for v in (labels, a0, a1))
-    if not len(labels) == len(a0) == len(a1) > 0: raise ValueError("labels, a0 and a1 must have the same non-zero length")
+    if not len(labels) == len(a0) == len(a1) > 0:
+        raise ValueError("labels, a0 and a1 must have the same non-zero length")
     if not isinstance(T, (int, np.integer)) or T < 1: raise ValueError(f"T must be a positive int, got {T!r}")
     bases = {k: render_char(chars[int(k)], ae.size, font=font) for k in set(labels.tolist())}
-    ims = np.stack([rotate(bases[k], t, binarize) for k, u, v in zip(labels, a0, a1) for t in shortest_arc(float(u), float(v), int(T))])
+    ims = np.stack(
+        [
+            rotate(bases[k], t, binarize)
+            for k, u, v in zip(labels, a0, a1)
+            for t in shortest_arc(float(u), float(v), int(T))
+        ]
+    )
     return encode_images(ae, ims).reshape(len(labels), int(T) + 1, -1)
 

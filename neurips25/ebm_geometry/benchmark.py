@@ -29,22 +29,36 @@ def run_benchmark(n_pairs: int = 200,       # held-out endpoint pairs timed for 
                   device: str = "cpu",
                  ) -> pd.DataFrame:
     "Time the discrete solver, the neural interpolant and EBM training on UCG; one-row DataFrame."
-    for k, v in dict(n_pairs=n_pairs, T=T, geo_steps=geo_steps, interp_steps=interp_steps, ebm_steps=ebm_steps, n_data=n_data).items():
+    for k, v in dict(
+        n_pairs=n_pairs, T=T, geo_steps=geo_steps, interp_steps=interp_steps, ebm_steps=ebm_steps, n_data=n_data
+    ).items():
         if not isinstance(v, (int, np.integer)) or v < 1: raise ValueError(f"{k} must be a positive int, got {v!r}")
     if T < 2: raise ValueError(f"T must be >= 2, got {T}")
-    mix = ucg(); G = energy_metrics(mix.energy, "grid")["G_1/p"]
-    X = mix.sample(n_data, seed=seed); Y = mix.sample(2 * n_pairs, seed=seed + 1)
+    mix = ucg()
+    G = energy_metrics(mix.energy, "grid")["G_1/p"]
+    X = mix.sample(n_data, seed=seed)
+    Y = mix.sample(2 * n_pairs, seed=seed + 1)
     x0, x1 = Y[:n_pairs], Y[n_pairs:]
-    t = time.perf_counter(); Pd = geodesic_path(x0, x1, G, T=T, steps=geo_steps, device=device, gtol=None)
+    t = time.perf_counter()
+    Pd = geodesic_path(x0, x1, G, T=T, steps=geo_steps, device=device, gtol=None)
     t_disc = time.perf_counter() - t
     t = time.perf_counter()
     net, _ = train_interpolant(X, G, steps=interp_steps, batch=interp_batch, T=T, lr=3e-3, seed=seed, device=device)
     t_train = time.perf_counter() - t
     with torch.no_grad():
-        net = net.double(); t = time.perf_counter(); Pi = net(x0.to(device), x1.to(device), T).cpu(); t_inf = time.perf_counter() - t
+        net = net.double()
+        t = time.perf_counter()
+        Pi = net(x0.to(device), x1.to(device), T).cpu()
+        t_inf = time.perf_counter() - t
     Ed, Ei, El = (path_energy(P, G) for P in (Pd, Pi, lerp_path(x0, x1, T)))
-    ebm = EnergyMLP(); t = time.perf_counter(); train_dsm(X, ebm, steps=ebm_steps, seed=seed, device=device); t_dsm = time.perf_counter() - t
-    ebm = EnergyMLP(); t = time.perf_counter(); train_cd(X, ebm, steps=ebm_steps, lr=1e-3, seed=seed, device=device); t_cd = time.perf_counter() - t
+    ebm = EnergyMLP()
+    t = time.perf_counter()
+    train_dsm(X, ebm, steps=ebm_steps, seed=seed, device=device)
+    t_dsm = time.perf_counter() - t
+    ebm = EnergyMLP()
+    t = time.perf_counter()
+    train_cd(X, ebm, steps=ebm_steps, lr=1e-3, seed=seed, device=device)
+    t_cd = time.perf_counter() - t
     dpp, ipp = t_disc / n_pairs, t_inf / n_pairs
     return pd.DataFrame([dict(
         n_pairs=n_pairs, T=T, geo_steps=geo_steps, interp_steps=interp_steps, device=device,
@@ -55,18 +69,23 @@ def run_benchmark(n_pairs: int = 200,       # held-out endpoint pairs timed for 
 
 def explain(df: pd.DataFrame) -> str:
     "One sentence per row of `run_benchmark`."
-    return "\n".join(f"{r.n_pairs} paths, T={r.T}: discrete {1e3 * r.discrete_s_per_path:.1f} ms/path; interpolant "
-                     f"{1e3 * r.interp_s_per_path:.3f} ms/path after {r.interp_train_s:.1f} s of training "
-                     f"(ratio {r.speed_ratio:.0f}x, break-even {r.break_even_paths:.0f} paths); energy vs discrete "
-                     f"{r.energy_ratio_interp:.2f}x (straight line {r.energy_ratio_linear:.0f}x); EBM DSM "
-                     f"{1e3 * r.dsm_s_per_step:.1f} ms/step, CD (L=100) {1e3 * r.cd_s_per_step:.0f} ms/step" for r in df.itertuples())
+    return "\n".join(
+        f"{r.n_pairs} paths, T={r.T}: discrete {1e3 * r.discrete_s_per_path:.1f} ms/path; interpolant "
+        f"{1e3 * r.interp_s_per_path:.3f} ms/path after {r.interp_train_s:.1f} s of training "
+        f"(ratio {r.speed_ratio:.0f}x, break-even {r.break_even_paths:.0f} paths); energy vs discrete "
+        f"{r.energy_ratio_interp:.2f}x (straight line {r.energy_ratio_linear:.0f}x); EBM DSM "
+        f"{1e3 * r.dsm_s_per_step:.1f} ms/step, CD (L=100) {1e3 * r.cd_s_per_step:.0f} ms/step"
+        for r in df.itertuples()
+    )
 
 
 # %% ../../nbs/p11_ebm_geometry/08_benchmark.ipynb #750ed6aa
 def main(argv: list[str] | None = None):
     "Command-line entry point: `python -m neurips25.ebm_geometry.benchmark [--n-pairs N --T T ...]`."
-    ap = argparse.ArgumentParser(prog="python -m neurips25.ebm_geometry.benchmark",
-                                 description="Neural interpolant vs discrete geodesic solve per path; EBM training time per step.")
+    ap = argparse.ArgumentParser(
+        prog="python -m neurips25.ebm_geometry.benchmark",
+        description="Neural interpolant vs discrete geodesic solve per path; EBM training time per step.",
+    )
     ap.add_argument("--n-pairs", type=int, default=200, help="held-out pairs (default 200)")
     ap.add_argument("--T", type=int, default=32, help="path segments (default 32)")
     ap.add_argument("--geo-steps", type=int, default=300, help="L-BFGS iterations (default 300)")
@@ -78,7 +97,8 @@ def main(argv: list[str] | None = None):
     a = ap.parse_args(argv)
     torch.set_num_threads(a.threads)
     df = run_benchmark(a.n_pairs, a.T, a.geo_steps, a.interp_steps, ebm_steps=a.ebm_steps, seed=a.seed, device=a.device)
-    print(df.T.to_string(header=False)); print(explain(df))
+    print(df.T.to_string(header=False))
+    print(explain(df))
     return df
 
 if __name__ == "__main__" and not in_notebook(): main()

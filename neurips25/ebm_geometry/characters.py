@@ -49,7 +49,9 @@ def brc_angles(n: int, std: float = 40.0, seed: int = 0,
         out = np.concatenate([out, a[(a > -180) & (a <= 180)]])
     return out[:n]
 
-def rotated_characters(chars=CHARACTERS, angles=None, size: int = 32, font: str | None = None, binarize: bool = True) -> dict:
+def rotated_characters(
+    chars=CHARACTERS, angles=None, size: int = 32, font: str | None = None, binarize: bool = True
+) -> dict:
     "Images (n, size, size), character labels (n,) and angles (n,) for every character at every angle (URC by default)."
     angles = urc_angles() if angles is None else np.asarray(angles, dtype=np.float64)
     if angles.ndim != 1 or len(angles) == 0: raise ValueError("angles must be a non-empty 1-D array")
@@ -57,7 +59,9 @@ def rotated_characters(chars=CHARACTERS, angles=None, size: int = 32, font: str 
     ims, labs, angs = [], [], []
     for k, c in enumerate(chars):
         base = render_char(c, size, font=font)
-        ims += [rotate(base, a, binarize) for a in angles]; labs += [k] * len(angles); angs.append(angles)
+        ims += [rotate(base, a, binarize) for a in angles]
+        labs += [k] * len(angles)
+        angs.append(angles)
     return {"images": np.stack(ims), "labels": np.asarray(labs), "angles": np.concatenate(angs), "chars": tuple(chars)}
 
 def shortest_arc(a0: float, a1: float, T: int) -> np.ndarray:
@@ -70,10 +74,14 @@ def shortest_arc(a0: float, a1: float, T: int) -> np.ndarray:
 def biased_rotated_characters(chars=CHARACTERS, n_per_char: int = 360, std: float = 40.0, seed: int = 0,
                               whole_degrees: bool = True, size: int = 32, font: str | None = None,
                               binarize: bool = True) -> dict:
-    "BRC: each character rotated by `n_per_char` angles from N(0, std) truncated to (-180, 180]; structure of `rotated_characters`."
-    if not isinstance(n_per_char, (int, np.integer)) or n_per_char < 1: raise ValueError(f"n_per_char must be an int >= 1, got {n_per_char!r}")
+    ("BRC: each character rotated by `n_per_char` angles from N(0, std) truncated to (-180, 180]; structure of "
+     "`rotated_characters`.")
+    if not isinstance(n_per_char, (int, np.integer)) or n_per_char < 1:
+        raise ValueError(f"n_per_char must be an int >= 1, got {n_per_char!r}")
     if len(chars) == 0: raise ValueError("chars must be non-empty")
-    A = brc_angles(len(chars) * int(n_per_char), std, seed, whole_degrees).reshape(len(chars), -1)   # independent per character
+    A = brc_angles(len(chars) * int(n_per_char), std, seed, whole_degrees).reshape(
+        len(chars), -1
+    )  # independent per character
     ims = [rotate(render_char(c, size, font=font), a, binarize) for c, ang in zip(chars, A) for a in ang]
     return {"images": np.stack(ims), "labels": np.repeat(np.arange(len(chars)), n_per_char), "angles": A.ravel(),
             "chars": tuple(chars), "std": float(std)}
@@ -91,9 +99,15 @@ def angle_readout(Z,                # latent points (n, D)
                  ) -> np.ndarray:
     "Angle of each point = angle of its nearest reference latent of the same character; (n,). Memory O(chunk * m)."
     Z, R = np.asarray(Z, dtype=np.float64), np.asarray(ref_Z, dtype=np.float64)
-    labels, rl, ra = np.asarray(labels).ravel(), np.asarray(ref_labels).ravel(), np.asarray(ref_angles, dtype=np.float64).ravel()
-    if Z.ndim != 2 or R.ndim != 2 or Z.shape[1] != R.shape[1]: raise ValueError(f"Z and ref_Z must be (n, D) and (m, D), got {Z.shape} and {R.shape}")
-    if len(labels) != len(Z) or not len(rl) == len(ra) == len(R): raise ValueError("labels / ref_labels / ref_angles lengths do not match the points")
+    labels, rl, ra = (
+        np.asarray(labels).ravel(),
+        np.asarray(ref_labels).ravel(),
+        np.asarray(ref_angles, dtype=np.float64).ravel(),
+    )
+    if Z.ndim != 2 or R.ndim != 2 or Z.shape[1] != R.shape[1]:
+        raise ValueError(f"Z and ref_Z must be (n, D) and (m, D), got {Z.shape} and {R.shape}")
+    if len(labels) != len(Z) or not len(rl) == len(ra) == len(R):
+        raise ValueError("labels / ref_labels / ref_angles lengths do not match the points")
     if not (np.isfinite(Z).all() and np.isfinite(R).all()): raise ValueError("Z or ref_Z contains NaN or inf")
     missing = set(labels.tolist()) - set(rl.tolist())
     if missing: raise ValueError(f"no reference latents for label(s) {sorted(missing)}")
@@ -119,13 +133,16 @@ def angular_speed(theta,   # angles along paths (B, T+1) in degrees, one row per
 MNIST_DIGITS = (2, 3, 4, 5, 6, 7)
 
 def mnist_bases(digits=MNIST_DIGITS, index: int = 0, size: int = 32) -> np.ndarray:
-    "The `index`-th MNIST-5k digit of each class in `digits`, zero-padded (centred) to size x size: uint8 (k, size, size)."
+    ("The `index`-th MNIST-5k digit of each class in `digits`, zero-padded (centred) to size x size: uint8 (k, size, "
+     "size).")
     from neurips25.datasets import load_mnist_5k
     digits = tuple(int(d) for d in digits)
-    if not digits or any(not 0 <= d <= 9 for d in digits): raise ValueError(f"digits must be a non-empty subset of 0..9, got {digits}")
+    if not digits or any(not 0 <= d <= 9 for d in digits):
+        raise ValueError(f"digits must be a non-empty subset of 0..9, got {digits}")
     if len(set(digits)) != len(digits): raise ValueError(f"digits must be distinct, got {digits}")
     if size < 28: raise ValueError(f"size must be >= 28 (MNIST is 28 x 28), got {size}")
-    if not isinstance(index, (int, np.integer)) or not 0 <= index < 500: raise ValueError(f"index must be an int in [0, 500), got {index!r}")
+    if not isinstance(index, (int, np.integer)) or not 0 <= index < 500:
+        raise ValueError(f"index must be an int in [0, 500), got {index!r}")
     X, y = load_mnist_5k()
     lo = (size - 28) // 2
     out = np.zeros((len(digits), size, size), dtype=np.uint8)

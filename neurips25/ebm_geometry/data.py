@@ -30,9 +30,11 @@ class CircularMixture:
     def __post_init__(self):
         self.means = torch.as_tensor(self.means, dtype=torch.float64)
         self.weights = torch.as_tensor(self.weights, dtype=torch.float64)
-        if self.means.ndim != 2 or self.means.shape[1] != 2: raise ValueError(f"means must have shape (K, 2), got {tuple(self.means.shape)}")
+        if self.means.ndim != 2 or self.means.shape[1] != 2:
+            raise ValueError(f"means must have shape (K, 2), got {tuple(self.means.shape)}")
         if self.weights.shape != (self.means.shape[0],): raise ValueError("weights must have one entry per mean")
-        if (self.weights < 0).any() or abs(float(self.weights.sum()) - 1) > 1e-8: raise ValueError("weights must be non-negative and sum to 1")
+        if (self.weights < 0).any() or abs(float(self.weights.sum()) - 1) > 1e-8:
+            raise ValueError("weights must be non-negative and sum to 1")
         if not self.sigma > 0: raise ValueError(f"sigma must be positive, got {self.sigma}")
 
     @property
@@ -40,7 +42,9 @@ class CircularMixture:
 
     def log_prob(self, x) -> torch.Tensor:
         "log p_M(x) for points (n, 2), differentiable in x; returns (n,)."
-        x = _as_points(x); m = self.means.to(x); w = self.weights.to(x)
+        x = _as_points(x)
+        m = self.means.to(x)
+        w = self.weights.to(x)
         d2 = ((x[:, None, :] - m[None]) ** 2).sum(-1)  # exact (cdist's fast path loses precision near 0)
         s2 = self.sigma ** 2
         # log p = logsumexp_k [log pi_k - |x-mu_k|^2/(2 s^2)] - log(2 pi s^2)
@@ -56,7 +60,9 @@ class CircularMixture:
 
     def score(self, x) -> torch.Tensor:
         "Closed-form score grad log p_M(x) = sum_k r_k(x)(mu_k - x)/sigma^2, shape (n, 2)."
-        x = _as_points(x); m = self.means.to(x); w = self.weights.to(x)
+        x = _as_points(x)
+        m = self.means.to(x)
+        w = self.weights.to(x)
         d2 = ((x[:, None, :] - m[None]) ** 2).sum(-1)
         r = torch.softmax(torch.log(w) - d2 / (2 * self.sigma ** 2), dim=1)  # responsibilities r_k(x)
         return (r @ m - x) / self.sigma ** 2

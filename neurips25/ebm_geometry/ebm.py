@@ -27,7 +27,8 @@ class EnergyMLP(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         "Energies (n,) of points (n, dim)."
-        if x.ndim != 2 or x.shape[1] != self.dim: raise ValueError(f"x must have shape (n, {self.dim}), got {tuple(x.shape)}")
+        if x.ndim != 2 or x.shape[1] != self.dim:
+            raise ValueError(f"x must have shape (n, {self.dim}), got {tuple(x.shape)}")
         h = self.body(x)
         return (self.f1(h) * self.f2(h) + self.f3(h ** 2)).squeeze(-1)
 
@@ -43,20 +44,28 @@ class EnergyCNN(nn.Module):
                  width: int = 32,                   # F: channels of the first conv (paper AFHQ: 256)
                  max_mult: int = 8):                # channels grow x2 per stride-2 block up to max_mult * F
         super().__init__()
-        if len(shape) != 3 or min(shape) < 1: raise ValueError(f"shape must be (C, H, W) with positive sizes, got {shape}")
+        if len(shape) != 3 or min(shape) < 1:
+            raise ValueError(f"shape must be (C, H, W) with positive sizes, got {shape}")
         if width < 1: raise ValueError(f"width must be >= 1, got {width}")
-        C, H, W = map(int, shape); ch = width
+        C, H, W = map(int, shape)
+        ch = width
         layers = [nn.Conv2d(C, ch, 3, padding=1), nn.SiLU()]
         while min(H, W) > 2:                       # stride-2 4x4 blocks: H -> H/2
             nxt = min(2 * ch, max_mult * width)
-            layers += [nn.Conv2d(ch, nxt, 4, stride=2, padding=1), nn.SiLU()]; ch, H, W = nxt, H // 2, W // 2
+            layers += [nn.Conv2d(ch, nxt, 4, stride=2, padding=1), nn.SiLU()]
+            ch, H, W = nxt, H // 2, W // 2
         layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(ch, ch)]
-        self.body, self.shape, self.dim = nn.Sequential(*layers), (C, int(shape[1]), int(shape[2])), C * int(shape[1]) * int(shape[2])
+        self.body, self.shape, self.dim = (
+            nn.Sequential(*layers),
+            (C, int(shape[1]), int(shape[2])),
+            C * int(shape[1]) * int(shape[2]),
+        )
         self.f1, self.f2, self.f3 = nn.Linear(ch, 1), nn.Linear(ch, 1), nn.Linear(ch, 1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         "Energies (n,) of flattened latents (n, C*H*W)."
-        if x.ndim != 2 or x.shape[1] != self.dim: raise ValueError(f"x must have shape (n, {self.dim}) (flattened {self.shape}), got {tuple(x.shape)}")
+        if x.ndim != 2 or x.shape[1] != self.dim:
+            raise ValueError(f"x must have shape (n, {self.dim}) (flattened {self.shape}), got {tuple(x.shape)}")
         h = self.body(x.reshape(-1, *self.shape))
         return (self.f1(h) * self.f2(h) + self.f3(h ** 2)).squeeze(-1)
 
@@ -73,7 +82,8 @@ def langevin(energy, x: torch.Tensor, n_steps: int = 100, step: float = 1.0, noi
         x.requires_grad_(True)
         g, = torch.autograd.grad(energy(x).sum(), x)
         x = (x - step * g + noise * torch.randn(x.shape, generator=generator, device=x.device, dtype=x.dtype)).detach()
-        if not torch.isfinite(x).all(): raise LangevinDivergence(f"Langevin sampling diverged (NaN/inf) at step {k + 1} of {n_steps}")
+        if not torch.isfinite(x).all():
+            raise LangevinDivergence(f"Langevin sampling diverged (NaN/inf) at step {k + 1} of {n_steps}")
     return x
 
 class ReplayBuffer:
@@ -107,7 +117,8 @@ def _batches(X, batch, steps, g):
 
 def _prep(X, model, device, seed):
     X = torch.as_tensor(X, dtype=torch.float32)
-    if X.ndim != 2 or X.shape[1] != model.dim or len(X) < 2: raise ValueError(f"X must be (n >= 2, {model.dim}), got {tuple(X.shape)}")
+    if X.ndim != 2 or X.shape[1] != model.dim or len(X) < 2:
+        raise ValueError(f"X must be (n >= 2, {model.dim}), got {tuple(X.shape)}")
     if not torch.isfinite(X).all(): raise ValueError("X contains NaN or inf")
     dev = get_device("auto") if device is None else torch.device(device)
     torch.manual_seed(seed)
@@ -125,7 +136,10 @@ def train_dsm(X, model: EnergyMLP, steps: int = 2000, batch: int = 256, lr: floa
         xt = (xb + sigma * eps).requires_grad_(True)
         s = -torch.autograd.grad(model(xt).sum(), xt, create_graph=True)[0]
         loss = ((sigma * s + eps) ** 2).sum(-1).mean()
-        opt.zero_grad(); loss.backward(); opt.step(); log.loss.append(loss.item())
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        log.loss.append(loss.item())
         if not math.isfinite(log.loss[-1]): raise RuntimeError(f"DSM loss is NaN/inf at step {len(log.loss)}")
     log.seconds = time.time() - t0
     return log
@@ -166,7 +180,10 @@ def train_cd(X, model: EnergyMLP, steps: int = 500, batch: int = 128, lr: float 
             xt = (xp + dsm_sigma * eps).requires_grad_(True)
             s = -torch.autograd.grad(model(xt).sum(), xt, create_graph=True)[0]
             loss = loss + dsm_weight * ((dsm_sigma * s + eps) ** 2).sum(-1).mean()
-        opt.zero_grad(); loss.backward(); opt.step(); log.loss.append(loss.item())
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        log.loss.append(loss.item())
         if sched is not None: sched.step()
         if not math.isfinite(log.loss[-1]): raise RuntimeError(f"CD loss is NaN/inf at step {len(log.loss)}")
     log.seconds = time.time() - t0

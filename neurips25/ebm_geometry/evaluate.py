@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import torch
 import math
-from .metrics import (Metric, CalibrationError, euclidean, energy_metric, calibrate_grid, calibration_sets,
-                                            fit_rbf, land_h, _check_ratio, softplus_floor_inverse)
+from .metrics import (Metric, CalibrationError, euclidean, energy_metric, calibrate_grid,
+                                            calibration_sets, fit_rbf, land_h, _check_ratio, softplus_floor_inverse)
 from .ebm import langevin
 from .geodesics import geodesic_path, lerp_path, path_stats, _check_path
 
@@ -21,20 +21,24 @@ __all__ = ['REFERENCE', 'CALIBRATIONS', 'GATE_PLATEAU', 'GATE_AUC', 'ROTATION_ME
 def gamma_rmse(paths, reference) -> torch.Tensor:
     "Point-by-point RMSE between paths and reference trajectories, both (B, T+1, D); returns (B,)."
     P, R = _check_path(paths), _check_path(reference)
-    if P.shape != R.shape: raise ValueError(f"paths and reference must have the same shape, got {tuple(P.shape)} and {tuple(R.shape)}")
+    if P.shape != R.shape:
+        raise ValueError(f"paths and reference must have the same shape, got {tuple(P.shape)} and {tuple(R.shape)}")
     return ((P - R) ** 2).sum(-1).mean(-1).sqrt()
 
 def d_rmse(paths, X, chunk: int = 4096) -> torch.Tensor:
     "Mean distance of each path's points to their nearest data point; (B,). Memory O(chunk * n)."
-    P = _check_path(paths); X = torch.as_tensor(X).to(P)
-    if X.ndim != 2 or X.shape[1] != P.shape[2] or len(X) == 0: raise ValueError(f"X must be a non-empty (n, {P.shape[2]}) array")
+    P = _check_path(paths)
+    X = torch.as_tensor(X).to(P)
+    if X.ndim != 2 or X.shape[1] != P.shape[2] or len(X) == 0:
+        raise ValueError(f"X must be a non-empty (n, {P.shape[2]}) array")
     flat = P.reshape(-1, P.shape[2])
     d = torch.cat([torch.cdist(flat[s:s + chunk], X).min(1).values for s in range(0, len(flat), chunk)])
     return d.reshape(P.shape[:2]).mean(-1)
 
 def accumulated_prob(paths, log_density) -> torch.Tensor:
     "p(gamma) = sum_{t=1..T} p(x_t) (paper §4.2); (B,)."
-    P = _check_path(paths); B, N, D = P.shape
+    P = _check_path(paths)
+    B, N, D = P.shape
     return log_density(P.reshape(-1, D)).reshape(B, N)[:, 1:].exp().sum(-1)
 
 # %% ../../nbs/p11_ebm_geometry/04_evaluate.ipynb #5f9f1ad2
@@ -47,8 +51,14 @@ def compare_metrics(metrics: dict[str, Metric],   # name -> metric; oracles name
                     T: int = 64, steps: int = 300, device=None,
                    ) -> tuple[pd.DataFrame, dict[str, torch.Tensor]]:
     "Geodesics under every metric; table of accumulated probability and gamma-RMSE to the matched oracle path."
-    paths = {n: (lerp_path(torch.as_tensor(x0, dtype=torch.float64), torch.as_tensor(x1, dtype=torch.float64), T) if n == "linear"
-                 else geodesic_path(x0, x1, m, T=T, steps=steps, device=device)) for n, m in metrics.items()}
+    paths = {
+        n: (
+            lerp_path(torch.as_tensor(x0, dtype=torch.float64), torch.as_tensor(x1, dtype=torch.float64), T)
+            if n == "linear"
+            else geodesic_path(x0, x1, m, T=T, steps=steps, device=device)
+        )
+        for n, m in metrics.items()
+    }
     rows = []
     for n, P in paths.items():
         r = {"metric": n, "accumulated_prob": float(accumulated_prob(P, log_density).mean()),
@@ -75,10 +85,13 @@ def latent_metrics(Z,                          # latent data (n, D)
                    land_sigma: float | None = 0.4,   # LAND bandwidth (paper, rotated characters: 0.4); None: no LAND
                    rbf_K: int | None = 300,    # RBF centroids (paper: 300); None: no RBF
                    rbf_kappa: float = 0.75,    # RBF bandwidth scale (paper: 0.75)
-                   ge_floor: float | None = 1.0,  # G_E = max(alpha E + beta, ge_floor): below the anchor counts as on-data
-                   ge_smooth: float | None = 0.5,  # G_E's floor bent smoothly over this width (softplus_floor); None: a kink
+                   ge_floor: float | None = 1.0,  # G_E = max(alpha E + beta, ge_floor): below the anchor counts as
+                                                  # on-data
+                   ge_smooth: float | None = 0.5,  # G_E's floor bent smoothly over this width (softplus_floor); None: a
+                                                   # kink
                    ratio: float = 1e3, seed: int = 0,
-                   calibration: str = "anchored",  # "anchored" (data quantile -> 1, midpoint median -> ratio) | "minmax"
+                   calibration: str = "anchored",  # "anchored" (data quantile -> 1, midpoint median -> ratio) |
+                                                   # "minmax"
                    anchor_q: float = 0.5,      # anchored: the data-energy quantile mapped to lambda = 1
                    cap: float = 10.0,          # anchored G_1/p: lambda <= cap * ratio far from the data
                    unseparated: str = "raise",  # midpoint median energy <= data anchor: "raise" | "minmax" (recorded)
@@ -93,7 +106,9 @@ def latent_metrics(Z,                          # latent data (n, D)
     if not 0 < anchor_q < 1: raise ValueError(f"anchor_q must be in (0, 1), got {anchor_q!r}")
     if not (math.isfinite(cap) and cap > 1): raise ValueError(f"cap must be a finite number > 1, got {cap!r}")
     if ge_smooth is not None and (ge_floor is None or not (math.isfinite(ge_smooth) and ge_smooth > 0)):
-        raise ValueError(f"ge_smooth must be a positive finite number and needs ge_floor, got {ge_smooth!r}, {ge_floor!r}")
+        raise ValueError(
+            f"ge_smooth must be a positive finite number and needs ge_floor, got {ge_smooth!r}, {ge_floor!r}"
+        )
     if unseparated not in ("raise", "minmax"):
         raise ValueError(f"unseparated must be 'raise' or 'minmax', got {unseparated!r}")
     D = Z.shape[1]
@@ -105,7 +120,10 @@ def latent_metrics(Z,                          # latent data (n, D)
     ms = {"linear": euclidean(D)}
     def inverse(name, h, conformal):            # lambda = 1/(alpha h + beta): h = 0 -> ratio, h = max over pts -> 1
         with torch.no_grad(): hi = _rows(h, pts).amax(0)
-        if not (torch.isfinite(hi).all() and (hi > 0).all()): raise CalibrationError(f"calibration failure: {name} h has no positive finite maximum over the calibration points")
+        if not (torch.isfinite(hi).all() and (hi > 0).all()):
+            raise CalibrationError(
+                f"calibration failure: {name} h has no positive finite maximum over the calibration points"
+            )
         a, b = (1 - 1 / ratio) / hi, torch.full_like(hi, 1 / ratio)
         return Metric(name, lambda x: 1.0 / (a.to(x) * h(x) + b.to(x)), conformal, D, dict(alpha=a, beta=b))
     fallback = False
@@ -118,21 +136,31 @@ def latent_metrics(Z,                          # latent data (n, D)
             e_m = float(energy(off).median())
         if not e_m > e_q:
             if unseparated == "raise":
-                raise CalibrationError(f"calibration failure: the median energy at the midpoints ({e_m:.4g}) is not above "
-                                       f"the data's {anchor_q:g} quantile ({e_q:.4g}): the EBM does not separate data "
-                                       "from midpoints")
+                raise CalibrationError(
+                    f"calibration failure: the median energy at the midpoints ({e_m:.4g}) is not above "
+                    f"the data's {anchor_q:g} quantile ({e_q:.4g}): the EBM does not separate data "
+                    "from midpoints"
+                )
             fallback = True                      # recorded in info; such an EBM fails the energy-AUC gate (AUC < ~0.5)
     if energy is not None and (calibration == "minmax" or fallback):
-        with torch.no_grad(): E = energy(pts); aE, bE = calibrate_grid(E, "direct", ratio); Emin = E.min()
+        with torch.no_grad():
+            E = energy(pts)
+            aE, bE = calibrate_grid(E, "direct", ratio)
+            Emin = E.min()
         ms["G_E"] = energy_metric(energy, aE, bE, D, floor=ge_floor, smooth=ge_smooth)
-        ms["G_1/p"] = inverse("G_1/p", lambda x: torch.exp(-(energy(x) - Emin)), True)   # e^{-E} relative to its max: no overflow
+        ms["G_1/p"] = inverse("G_1/p", lambda x: torch.exp(-(energy(x) - Emin)), True)  # e^{-E} relative to its max: no
+                                                                                        # overflow
     elif energy is not None:
-        # u = alpha E + beta: u(e_q) = 1 (the floor's knee), and lambda(e_m) = ratio (u = ratio with a kink; the softplus
+        # u = alpha E + beta: u(e_q) = 1 (the floor's knee), and lambda(e_m) = ratio (u = ratio with a kink; the
+        # softplus
         # floor's inverse at ratio, ratio + O(e^-2000), when smooth)
         u_m = ratio if ge_smooth is None else softplus_floor_inverse(ratio, ge_floor, ge_smooth)
-        aE = (u_m - 1) / (e_m - e_q); bE = 1 - aE * e_q
+        aE = (u_m - 1) / (e_m - e_q)
+        bE = 1 - aE * e_q
         ms["G_E"] = energy_metric(energy, torch.tensor(aE), torch.tensor(bE), D, floor=ge_floor, smooth=ge_smooth)
-        b1 = 1 / (cap * ratio); a1 = 1 - b1                                  # G_1/p(e_q) = 1/(a1 + b1) = 1
+        # G_1/p(e_q) = 1/(a1 + b1) = 1
+        b1 = 1 / (cap * ratio)
+        a1 = 1 - b1
         temp = -math.log((1 / ratio - b1) / a1) / (e_m - e_q)   # G_1/p(e_m) = ratio: the energy's temperature
         def lam_1p(x):
             return 1.0 / (a1 * torch.exp((-temp * (energy(x) - e_q)).clamp(max=700.0)) + b1)
@@ -152,7 +180,7 @@ def calibration_summary(ms: dict[str, Metric],  # metrics, from latent_metrics
                         Z,                       # the data (n, D)
                         n_pairs: int = 2000,     # fresh random pairs whose midpoints are scored
                         seed: int = 0,           # their seed (use another than the calibration's)
-                        heldout=None,            # held-out data (m, D) (points the EBM was not trained on): adds its median
+                        heldout=None,        # held-out data (m, D) (points the EBM was not trained on): adds its median
                        ) -> pd.DataFrame:
     "Median lambda on the data and at straight-line midpoints of fresh pairs, and their contrast (LAND: mean diagonal)."
     Z = torch.as_tensor(Z, dtype=torch.float64)
@@ -230,30 +258,46 @@ ROTATION_METRICS = ["linear", "G_E", "G_1/p", "G_RBF", "G_LAND"]
 # k = 5 and 20, the three least-energy node paths (dp_path on the data, its pockets and both, k = 20), and screens them
 GEO_SEARCHES = {"graph": dict(knn=10), "portfolio": dict(knn=(5, 10, 20), dp_knn=20, keep=3, screen_steps=25)}
 
-def rotation_experiment(data: dict,              # rotated_characters / rotated_mnist output: images (n, s, s), labels, angles
-                        base: Callable,          # label k -> the unrotated base image (PIL), rotated for the ground truth
-                        seed: int,               # autoencoder, EBM and pairs
-                        latent: int = 8, ae_steps: int = 300, ae_lr: float = 1e-3,   # triplet autoencoder
-                        ae_schedule: str = "constant",
-                        ebm_steps: int = 1500, dsm_sigma: float = 0.2, ebm_width: int = 64, ebm_depth: int = 3,  # DSM EBM
-                        dsm_lr: float = 1e-3,
-                        ebm_trainer: str = "dsm",  # "dsm" (denoising score matching) | "cd" (the paper's CD)
-                        n_pairs: int = 12, T: int = 16, min_angle: float = 60.0,  # endpoint pairs: same label, >= min_angle apart
-                        geo_steps: int = 100, geo_restarts: int = 10, geo_levels: int = 1, gtol: float = 1e-3,  # solver
-                        graph_start: bool = True,  # also start from data-graph paths (best of starts)
-                        geo_search: str = "portfolio",  # which data-graph starts: a key of GEO_SEARCHES
-                        truth_start: tuple = ("G_E", "G_RBF"),  # also solved from the encoded true rotation (a check)
-                        land_sigma: float = 0.4, rbf_K: int = 300, rbf_kappa: float = 0.75,
-                        calibration: str = "anchored",
-                        device: str = "cpu", n_strips: int = 2,
-                       ) -> tuple[pd.DataFrame, dict, dict]:
+def rotation_experiment(
+    data: dict,  # rotated_characters / rotated_mnist output: images (n, s, s), labels, angles
+    base: Callable,  # label k -> the unrotated base image (PIL), rotated for the ground truth
+    seed: int,  # autoencoder, EBM and pairs
+    latent: int = 8,
+    ae_steps: int = 300,
+    ae_lr: float = 1e-3,  # triplet autoencoder
+    ae_schedule: str = "constant",
+    ebm_steps: int = 1500,
+    dsm_sigma: float = 0.2,
+    ebm_width: int = 64,
+    ebm_depth: int = 3,  # DSM EBM
+    dsm_lr: float = 1e-3,
+    ebm_trainer: str = "dsm",  # "dsm" (denoising score matching) | "cd" (the paper's CD)
+    n_pairs: int = 12,
+    T: int = 16,
+    min_angle: float = 60.0,  # endpoint pairs: same label, >= min_angle apart
+    geo_steps: int = 100,
+    geo_restarts: int = 10,
+    geo_levels: int = 1,
+    gtol: float = 1e-3,  # solver
+    graph_start: bool = True,  # also start from data-graph paths (best of starts)
+    geo_search: str = "portfolio",  # which data-graph starts: a key of GEO_SEARCHES
+    truth_start: tuple = ("G_E", "G_RBF"),  # also solved from the encoded true rotation (a check)
+    land_sigma: float = 0.4,
+    rbf_K: int = 300,
+    rbf_kappa: float = 0.75,
+    calibration: str = "anchored",
+    device: str = "cpu",
+    n_strips: int = 2,
+) -> tuple[pd.DataFrame, dict, dict]:
     "One seed of the rotation experiment (Table 8 protocol): per-pair scores, decoded strips, training diagnostics."
     if ebm_trainer not in ("dsm", "cd"): raise ValueError(f"ebm_trainer must be 'dsm' or 'cd', got {ebm_trainer!r}")
-    if geo_search not in GEO_SEARCHES: raise ValueError(f"geo_search must be one of {sorted(GEO_SEARCHES)}, got {geo_search!r}")
+    if geo_search not in GEO_SEARCHES:
+        raise ValueError(f"geo_search must be one of {sorted(GEO_SEARCHES)}, got {geo_search!r}")
     labels, angles = np.asarray(data["labels"]), np.asarray(data["angles"])
     ae, ae_loss = train_char_ae(data, latent=latent, steps=ae_steps, batch=128, lr=ae_lr, seed=seed, device=device,
                                  schedule=ae_schedule)
-    Z = encode_images(ae, data["images"]); mu, sd = Z.mean(0), Z.std()
+    Z = encode_images(ae, data["images"])
+    mu, sd = Z.mean(0), Z.std()
     Zs = (Z - mu) / sd                                                  # standardised latents: the data space
     model = EnergyMLP(dim=latent, width=ebm_width, depth=ebm_depth)
     if ebm_trainer == "dsm":
@@ -265,26 +309,46 @@ def rotation_experiment(data: dict,              # rotated_characters / rotated_
     ms = latent_metrics(Zs, E, land_sigma=land_sigma, rbf_K=rbf_K, rbf_kappa=rbf_kappa, seed=seed,
                         calibration=calibration,
                         unseparated="minmax")
-    ua = np.unique(angles); shift = 0.5 * float(np.median(np.diff(ua))) if len(ua) > 1 else 0.5   # held out: every data
-    held = np.stack([rotate(base(int(k)), float(a) + shift, False) for k, a in zip(labels, angles)])  # image turned half a step
-    Zh = (encode_images(ae, held) - mu) / sd                            # rotations the autoencoder and the EBM never saw
+    # held out: every data
+    ua = np.unique(angles)
+    shift = 0.5 * float(np.median(np.diff(ua))) if len(ua) > 1 else 0.5
+    held = np.stack(
+        [rotate(base(int(k)), float(a) + shift, False) for k, a in zip(labels, angles)]
+    )  # image turned half a step
+    Zh = (encode_images(ae, held) - mu) / sd                           # rotations the autoencoder and the EBM never saw
     calib = calibration_summary(ms, Zs, seed=4242 + seed, heldout=Zh)
     rng = np.random.default_rng(10_000 + seed)
     L, A = torch.as_tensor(labels), torch.as_tensor(angles)
-    i = torch.as_tensor(rng.choice(len(Zs), n_pairs, replace=False)); j = []
-    for a in i:                                                          # a partner of the same label, >= min_angle away
+    i = torch.as_tensor(rng.choice(len(Zs), n_pairs, replace=False))
+    j = []
+    for a in i:                                                         # a partner of the same label, >= min_angle away
         cand = torch.nonzero((L == L[a]) & (_angle_diff(A, A[a]) >= min_angle)).ravel()
         if len(cand) == 0: raise ValueError(f"no partner at least {min_angle} degrees from data point {int(a)}")
         j.append(cand[rng.integers(len(cand))])
     j = torch.stack(j)
-    true = torch.as_tensor(np.stack([np.stack([rotate(base(int(L[a])), t, False)                  # the true rotated images
-                                               for t in shortest_arc(float(A[a]), float(A[b]), T)]) for a, b in zip(i, j)]))
-    R = (encode_images(ae, true.reshape(-1, *true.shape[2:]).numpy()).reshape(n_pairs, T + 1, -1) - mu) / sd  # ground truth, standardised
+    true = torch.as_tensor(
+        np.stack(
+            [
+                np.stack(
+                    [
+                        rotate(base(int(L[a])), t, False)  # the true rotated images
+                        for t in shortest_arc(float(A[a]), float(A[b]), T)
+                    ]
+                )
+                for a, b in zip(i, j)
+            ]
+        )
+    )
+    R = (
+        encode_images(ae, true.reshape(-1, *true.shape[2:]).numpy()).reshape(n_pairs, T + 1, -1) - mu
+    ) / sd  # ground truth, standardised
     R[:, 0], R[:, -1] = Zs[i], Zs[j]                                    # the truth start must join the pair's endpoints
     paths, info, nan = {}, {}, np.full(n_pairs, np.nan)
     kw = dict(T=T, steps=geo_steps, restarts=geo_restarts, levels=geo_levels, gtol=gtol, device=device)
     for n, m in ms.items():
-        if n == "linear": paths[n] = lerp_path(Zs[i], Zs[j], T); continue
+        if n == "linear":
+            paths[n] = lerp_path(Zs[i], Zs[j], T)
+            continue
         with warnings.catch_warnings():                                 # counted below per pair, not hidden
             warnings.simplefilter("ignore", GeodesicConvergenceWarning)
             paths[n], info[n] = geodesic_path(Zs[i], Zs[j], m, graph=Zs if graph_start else None, return_info=True,
@@ -294,8 +358,13 @@ def rotation_experiment(data: dict,              # rotated_characters / rotated_
                 info[n]["energy_truth"] = it["best_energy"]
     with torch.no_grad():
         dev_ae = next(ae.parameters()).device
-        dec = {n: ae.decode((P.reshape(-1, latent) * sd + mu).float().to(dev_ae)).cpu().reshape(n_pairs, T + 1, ae.size, ae.size).double()
-               for n, P in paths.items()}
+        dec = {
+            n: ae.decode((P.reshape(-1, latent) * sd + mu).float().to(dev_ae))
+            .cpu()
+            .reshape(n_pairs, T + 1, ae.size, ae.size)
+            .double()
+            for n, P in paths.items()
+        }
     rows = []
     for n, P in paths.items():
         dr, gr = d_rmse(P, Zs), gamma_rmse(P, R)
@@ -334,7 +403,8 @@ def rotation_table(raw: pd.DataFrame,           # per-pair rows of rotation_expe
         raw.loc[raw.best_start == "", "graph_best"] = np.nan
         extra = ["energy", "line_gap", "graph_best"]
     seed_means = raw.groupby(["metric", "seed"])[cols + extra].mean()
-    g = seed_means.groupby("metric"); n_seeds = raw.seed.nunique()
+    g = seed_means.groupby("metric")
+    n_seeds = raw.seed.nunique()
     tab = g.mean().add_suffix("_mean").join(g.std(ddof=1).div(np.sqrt(n_seeds)).add_suffix("_se"))
     tab = tab.reindex([m for m in ROTATION_METRICS if m in tab.index]).reset_index()
     tab["d_rmse_over_linear"] = tab.d_rmse_mean / tab.set_index("metric").loc["linear", "d_rmse_mean"]
@@ -345,16 +415,20 @@ def rotation_table(raw: pd.DataFrame,           # per-pair rows of rotation_expe
         tab["best_energy_mean"], tab["graph_best_frac"] = tab.energy_mean, tab.graph_best_mean
         out += ["best_energy_mean", "line_gap_mean", "graph_best_frac"]
     if calib is not None:                                # median lambda on data / midpoints, mean over seeds
-        lc = ["lam_data_median", "lam_mid_median", "lam_contrast"] + (["lam_heldout_median"] if "lam_heldout_median" in calib else [])
+        lc = ["lam_data_median", "lam_mid_median", "lam_contrast"] + (
+            ["lam_heldout_median"] if "lam_heldout_median" in calib else []
+        )
         c = calib.groupby("metric")[lc].mean()
-        tab = tab.join(c, on="metric"); out += lc
+        tab = tab.join(c, on="metric")
+        out += lc
     if gates is not None:                                                # the training gates, the worst seed's
         tab["ae_rel_drop_max"] = max(g["ae_rel_drop"] for g in gates.values())
         tab["energy_auc_min"] = min(g["energy_auc"] for g in gates.values())
         tab["gates_met"] = all(g["gates_met"] for g in gates.values())
         out += ["ae_rel_drop_max", "energy_auc_min", "gates_met"]
     if paper is not None:
-        tab["paper_d_rmse"] = [paper[m][0] for m in tab.metric]; tab["paper_gamma_rmse"] = [paper[m][1] for m in tab.metric]
+        tab["paper_d_rmse"] = [paper[m][0] for m in tab.metric]
+        tab["paper_gamma_rmse"] = [paper[m][1] for m in tab.metric]
         tab["paper_d_rmse_over_linear"] = tab.paper_d_rmse / paper["linear"][0]
         out += ["paper_d_rmse", "paper_gamma_rmse", "paper_d_rmse_over_linear"]
     return seed_means, tab[out]
@@ -362,48 +436,94 @@ def rotation_table(raw: pd.DataFrame,           # per-pair rows of rotation_expe
 def rotation_claims(seed_means: pd.DataFrame,  # per-seed means, from rotation_table
                     tab: pd.DataFrame,         # the table, from rotation_table
                     label: str = "URC",        # data set named in each claim
-                    paper_prefix: str = "",    # put before each paper value (e.g. when the paper has no run on these data)
+                    paper_prefix: str = "",    # put before each paper value (e.g. when the paper has no run on these
+                                               # data)
                     min_seeds: int = 3,        # fewer seeds: every verdict "not comparable"
                     gates: dict | None = None,  # seed -> training_gates: recorded with every claim (its precondition)
                    ) -> list[dict]:
     "The five pre-registered Table-8 claims as keyword dicts for core.record_claim (criteria in 12_tab_rotated_chars)."
-    seeds = sorted(seed_means.index.get_level_values("seed").unique().tolist()); judge = len(seeds) >= min_seeds
+    seeds = sorted(seed_means.index.get_level_values("seed").unique().tolist())
+    judge = len(seeds) >= min_seeds
     def paired(a, b, col):                      # per-seed paired differences a - b: (mean, SE)
         x = seed_means.loc[a][col].values - seed_means.loc[b][col].values
         return float(x.mean()), float(x.std(ddof=1) / np.sqrt(len(x))) if len(x) > 1 else float("nan")
     def sig_less(a, b, col):
-        m, se = paired(a, b, col); return bool(m + 2 * se < 0), m, se
+        m, se = paired(a, b, col)
+        return bool(m + 2 * se < 0), m, se
     def grade(n_ok, n_all):
         if not judge: return "not comparable"
         return "reproduced" if n_ok == n_all else ("partly" if n_ok > 0 else "not reproduced")
-    T_ = tab.set_index("metric"); out = []
+    T_ = tab.set_index("metric")
+    out = []
     ratio = seed_means.loc["G_E"]["d_rmse"].values / seed_means.loc["linear"]["d_rmse"].values
     r_m, r_se = float(ratio.mean()), float(ratio.std(ddof=1) / np.sqrt(len(ratio))) if len(ratio) > 1 else float("nan")
     ok_l, m_, se_ = sig_less("G_E", "linear", "d_rmse")
-    v = "not comparable" if not judge else ("reproduced" if r_m + 2 * r_se < 0.3 else ("partly" if ok_l else "not reproduced"))
-    out.append(dict(id="drmse_ge_vs_linear", statement=f"{label}: G_E geodesics stay on the data, far closer than linear interpolation (Table 8, D-RMSE)",
-                    paper=paper_prefix + "0.11 vs 2.96 (ratio 0.04)",
-                    ours=f"{T_.loc['G_E', 'd_rmse_mean']:.3f} vs {T_.loc['linear', 'd_rmse_mean']:.3f} (ratio {r_m:.2f} ± {r_se:.2f} SE; diff {m_:.3f} ± {se_:.3f})",
-                    criterion="per-seed ratio mean + 2 SE < 0.3: reproduced; else paired diff + 2 SE < 0: partly", verdict=v, seeds=seeds,
-                    interval=(r_m - 2 * r_se, r_m + 2 * r_se) if judge else None))
+    v = (
+        "not comparable"
+        if not judge
+        else ("reproduced" if r_m + 2 * r_se < 0.3 else ("partly" if ok_l else "not reproduced"))
+    )
+    out.append(
+        dict(
+            id="drmse_ge_vs_linear",
+            statement=f"{label}: G_E geodesics stay on the data, far closer than linear interpolation (Table 8, "
+            f"D-RMSE)",
+            paper=paper_prefix + "0.11 vs 2.96 (ratio 0.04)",
+            ours=f"{T_.loc['G_E', 'd_rmse_mean']:.3f} vs {T_.loc['linear', 'd_rmse_mean']:.3f} (ratio {r_m:.2f} ± "
+                 f"{r_se:.2f} SE; diff {m_:.3f} ± {se_:.3f})",
+            criterion="per-seed ratio mean + 2 SE < 0.3: reproduced; else paired diff + 2 SE < 0: partly",
+            verdict=v,
+            seeds=seeds,
+            interval=(r_m - 2 * r_se, r_m + 2 * r_se) if judge else None,
+        )
+    )
     res = [sig_less(m, "linear", "gamma_rmse") for m in ("G_E", "G_1/p")]
-    out.append(dict(id="grmse_ebm_vs_linear", statement=f"{label}: EBM geodesics (G_E, G_1/p) follow the true rotation better than linear interpolation (Table 8, γ-RMSE)",
-                    paper=paper_prefix + "G_E 0.40, G_1/p 0.44 vs linear 3.52",
-                    ours=f"G_E {T_.loc['G_E', 'gamma_rmse_mean']:.3f}, G_1/p {T_.loc['G_1/p', 'gamma_rmse_mean']:.3f} vs linear {T_.loc['linear', 'gamma_rmse_mean']:.3f}; "
-                         + "; ".join(f"{m} - linear {x[1]:.3f} ± {x[2]:.3f} SE" for m, x in zip(("G_E", "G_1/p"), res)),
-                    criterion="paired per-seed diff + 2 SE < 0 for G_E and for G_1/p (both: reproduced, one: partly)",
-                    verdict=grade(sum(x[0] for x in res), 2), seeds=seeds))
-    for col, cid, pap in (("d_rmse", "drmse_ge_vs_kernels", "0.11 vs RBF 0.36, LAND 0.66"), ("gamma_rmse", "grmse_ge_vs_kernels", "0.40 vs RBF 0.86, LAND 2.39")):
+    out.append(
+        dict(
+            id="grmse_ebm_vs_linear",
+            statement=f"{label}: EBM geodesics (G_E, G_1/p) follow the true rotation better than linear interpolation "
+            f"(Table 8, γ-RMSE)",
+            paper=paper_prefix + "G_E 0.40, G_1/p 0.44 vs linear 3.52",
+            ours=f"G_E {T_.loc['G_E', 'gamma_rmse_mean']:.3f}, G_1/p {T_.loc['G_1/p', 'gamma_rmse_mean']:.3f} vs "
+                 f"linear {T_.loc['linear', 'gamma_rmse_mean']:.3f}; "
+            + "; ".join(f"{m} - linear {x[1]:.3f} ± {x[2]:.3f} SE" for m, x in zip(("G_E", "G_1/p"), res)),
+            criterion="paired per-seed diff + 2 SE < 0 for G_E and for G_1/p (both: reproduced, one: partly)",
+            verdict=grade(sum(x[0] for x in res), 2),
+            seeds=seeds,
+        )
+    )
+    for col, cid, pap in (
+        ("d_rmse", "drmse_ge_vs_kernels", "0.11 vs RBF 0.36, LAND 0.66"),
+        ("gamma_rmse", "grmse_ge_vs_kernels", "0.40 vs RBF 0.86, LAND 2.39"),
+    ):
         res = [sig_less("G_E", m, col) for m in ("G_RBF", "G_LAND")]
-        out.append(dict(id=cid, statement=f"{label}: G_E beats the kernel metrics RBF and LAND on {col.replace('_', '-')} (Table 8)", paper=paper_prefix + pap,
-                        ours=f"G_E {T_.loc['G_E', col + '_mean']:.3f} vs RBF {T_.loc['G_RBF', col + '_mean']:.3f}, LAND {T_.loc['G_LAND', col + '_mean']:.3f}; "
-                             + "; ".join(f"vs {m}: {x[1]:.3f} ± {x[2]:.3f} SE" for m, x in zip(("RBF", "LAND"), res)),
-                        criterion="paired per-seed diff + 2 SE < 0 vs RBF and vs LAND (both: reproduced, one: partly)",
-                        verdict=grade(sum(x[0] for x in res), 2), seeds=seeds))
+        out.append(
+            dict(
+                id=cid,
+                statement=f"{label}: G_E beats the kernel metrics RBF and LAND on {col.replace('_', '-')} (Table 8)",
+                paper=paper_prefix + pap,
+                ours=f"G_E {T_.loc['G_E', col + '_mean']:.3f} vs RBF {T_.loc['G_RBF', col + '_mean']:.3f}, LAND "
+                     f"{T_.loc['G_LAND', col + '_mean']:.3f}; "
+                + "; ".join(f"vs {m}: {x[1]:.3f} ± {x[2]:.3f} SE" for m, x in zip(("RBF", "LAND"), res)),
+                criterion="paired per-seed diff + 2 SE < 0 vs RBF and vs LAND (both: reproduced, one: partly)",
+                verdict=grade(sum(x[0] for x in res), 2),
+                seeds=seeds,
+            )
+        )
     ok, m_, se_ = sig_less("G_E", "linear", "pixel_rmse")
-    out.append(dict(id="pixel_ge_vs_linear", statement=f"{label}: decoded G_E paths look like the true rotation more than decoded linear paths (Fig. 4, qualitative)",
-                    paper="qualitative", ours=f"pixel RMSE G_E {T_.loc['G_E', 'pixel_rmse_mean']:.3f} vs linear {T_.loc['linear', 'pixel_rmse_mean']:.3f} (diff {m_:.3f} ± {se_:.3f} SE)",
-                    criterion="paired per-seed diff + 2 SE < 0", verdict=grade(int(ok), 1), seeds=seeds))
+    out.append(
+        dict(
+            id="pixel_ge_vs_linear",
+            statement=f"{label}: decoded G_E paths look like the true rotation more than decoded linear paths (Fig. 4, "
+            f"qualitative)",
+            paper="qualitative",
+            ours=f"pixel RMSE G_E {T_.loc['G_E', 'pixel_rmse_mean']:.3f} vs linear "
+                 f"{T_.loc['linear', 'pixel_rmse_mean']:.3f} (diff {m_:.3f} ± {se_:.3f} SE)",
+            criterion="paired per-seed diff + 2 SE < 0",
+            verdict=grade(int(ok), 1),
+            seeds=seeds,
+        )
+    )
     if gates is not None:                       # the training gates, the precondition of every verdict above
         gv = gate_values(gates)
         for c in out: c.update(gv)

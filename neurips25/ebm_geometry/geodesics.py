@@ -20,7 +20,8 @@ RULES = ("left", "sym")
 def _check_path(path) -> torch.Tensor:
     path = torch.as_tensor(path)
     if path.ndim == 2: path = path[None]
-    if path.ndim != 3 or path.shape[1] < 2: raise ValueError(f"path must have shape (B, T+1 >= 2, D), got {tuple(path.shape)}")
+    if path.ndim != 3 or path.shape[1] < 2:
+        raise ValueError(f"path must have shape (B, T+1 >= 2, D), got {tuple(path.shape)}")
     if not torch.isfinite(path).all(): raise ValueError("path contains NaN or inf")
     return path
 
@@ -33,13 +34,16 @@ def _segment_metric(path, metric: Metric, rule: str):
 
 def path_energy(path, metric: Metric, rule: str = "sym") -> torch.Tensor:
     "Discrete kinetic energy E_T = 1/2 sum_i v_i^T G_i v_i dt of paths (B, T+1, D); returns (B,)."
-    path = _check_path(path); T = path.shape[1] - 1; dt = 1.0 / T
+    path = _check_path(path)
+    T = path.shape[1] - 1
+    dt = 1.0 / T
     v = (path[:, 1:] - path[:, :-1]) / dt                                  # finite-difference velocities v_i
     return 0.5 * (_segment_metric(path, metric, rule) * v ** 2).sum(-1).sum(-1) * dt
 
 def path_length(path, metric: Metric, rule: str = "sym") -> torch.Tensor:
     "Discrete Riemannian length sum_i sqrt(dx_i^T G_i dx_i); returns (B,)."
-    path = _check_path(path); dx = path[:, 1:] - path[:, :-1]
+    path = _check_path(path)
+    dx = path[:, 1:] - path[:, :-1]
     return (_segment_metric(path, metric, rule) * dx ** 2).sum(-1).clamp_min(0).sqrt().sum(-1)
 
 def lerp_path(x0, x1, T: int = 64) -> torch.Tensor:
@@ -54,7 +58,9 @@ def lerp_path(x0, x1, T: int = 64) -> torch.Tensor:
 # %% ../../nbs/p11_ebm_geometry/02_geodesics.ipynb #fe07ec8d
 def data_bounds(X, margin: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
     "Per-dimension (lo, hi) of the data, widened by `margin` times the range."
-    X = torch.as_tensor(X); lo, hi = X.min(0).values, X.max(0).values; w = hi - lo
+    X = torch.as_tensor(X)
+    lo, hi = X.min(0).values, X.max(0).values
+    w = hi - lo
     return lo - margin * w, hi + margin * w
 
 class GeodesicConvergenceWarning(UserWarning):
@@ -68,15 +74,18 @@ def path_residual(path, metric: Metric, rule: str = "sym") -> torch.Tensor:
         P = path.detach().clone().requires_grad_(True)
         E = path_energy(P, metric, rule)
         g, = torch.autograd.grad(E.sum(), P)
-    T = path.shape[1] - 1; span = (path[:, -1] - path[:, 0]).norm(dim=-1)
+    T = path.shape[1] - 1
+    span = (path[:, -1] - path[:, 0]).norm(dim=-1)
     return g[:, 1:-1].flatten(1).norm(dim=-1) * span / (T * E.detach()).clamp_min(1e-300)
 
 def resample_path(path, T: int) -> torch.Tensor:
     "Piecewise-linear resampling of paths (B, N+1, D) onto the uniform grid t_i = i/T; returns (B, T+1, D)."
-    path = _check_path(path); N = path.shape[1] - 1
+    path = _check_path(path)
+    N = path.shape[1] - 1
     if not isinstance(T, int) or T < 1: raise ValueError(f"T must be a positive int, got {T!r}")
     s = torch.linspace(0, N, T + 1, dtype=path.dtype, device=path.device)     # position on the old grid, in segments
-    k = s.floor().long().clamp(max=N - 1); f = (s - k)[None, :, None]
+    k = s.floor().long().clamp(max=N - 1)
+    f = (s - k)[None, :, None]
     return (1 - f) * path[:, k] + f * path[:, k + 1]
 
 def _levels(T, levels):
@@ -93,12 +102,18 @@ def _minimise(x0, x1, inner, metric, steps, method, lr, rule):
         opt = torch.optim.LBFGS([inner], lr=1.0, max_iter=steps, history_size=50, line_search_fn="strong_wolfe",
                                 tolerance_grad=1e-12, tolerance_change=1e-15)
         def closure():
-            opt.zero_grad(); loss = path_energy(full(), metric, rule).sum(); loss.backward(); return loss
+            opt.zero_grad()
+            loss = path_energy(full(), metric, rule).sum()
+            loss.backward()
+            return loss
         opt.step(closure)
     else:
         opt = torch.optim.Adam([inner], lr=lr)
         for _ in progress(range(steps), desc="geodesic (adam)"):
-            opt.zero_grad(); loss = path_energy(full(), metric, rule).sum(); loss.backward(); opt.step()
+            opt.zero_grad()
+            loss = path_energy(full(), metric, rule).sum()
+            loss.backward()
+            opt.step()
     return inner.detach()
 
 def _solve(x0, x1, metric, T, steps, method, lr, rule, init, dev, dtype, gtol, restarts, levels):
@@ -112,19 +127,28 @@ def _solve(x0, x1, metric, T, steps, method, lr, rule, init, dev, dtype, gtol, r
         P = P0 if P0.shape[1] == grid[0] + 1 else resample_path(P0, grid[0])
     for Tl in grid:
         if P.shape[1] != Tl + 1: P = resample_path(P, Tl)           # upsample the coarser solution as the start
-        inner = P[:, 1:-1].clone(); active = torch.arange(len(x0), device=dev)
+        inner = P[:, 1:-1].clone()
+        active = torch.arange(len(x0), device=dev)
         for k in range(1 + (restarts if gtol is not None else 0)):
             # the first pass solves the whole batch; a restart re-solves each pair above gtol on its own (its own L-BFGS
             # memory and line search: the pairs are independent, and a shared run converges as slowly as its worst pair)
-            with torch.no_grad(): E0 = path_energy(torch.cat([x0[active, None], inner[active], x1[active, None]], 1), metric, rule)
+            with torch.no_grad():
+                E0 = path_energy(torch.cat([x0[active, None], inner[active], x1[active, None]], 1), metric, rule)
             if k == 0: inner[active] = _minimise(x0[active], x1[active], inner[active], metric, steps, method, lr, rule)
             else:
-                for b in active.tolist(): inner[b:b + 1] = _minimise(x0[b:b + 1], x1[b:b + 1], inner[b:b + 1], metric, steps, method, lr, rule)
+                for b in active.tolist():
+                    inner[b : b + 1] = _minimise(
+                        x0[b : b + 1], x1[b : b + 1], inner[b : b + 1], metric, steps, method, lr, rule
+                    )
             P = torch.cat([x0[:, None], inner, x1[:, None]], 1)
             if gtol is None: break
             with torch.no_grad(): E1 = path_energy(P[active], metric, rule)
-            moved = torch.zeros(len(x0), dtype=torch.bool, device=dev); moved[active] = (E1 - E0).abs() > 1e-12 * E0  # frozen pairs (a kink, a
-            r = path_residual(P, metric, rule); active = torch.nonzero(~(r <= gtol) & moved).ravel()        # failed line search) stop
+            # frozen pairs (a kink, a
+            moved = torch.zeros(len(x0), dtype=torch.bool, device=dev)
+            moved[active] = (E1 - E0).abs() > 1e-12 * E0
+            # failed line search) stop
+            r = path_residual(P, metric, rule)
+            active = torch.nonzero(~(r <= gtol) & moved).ravel()
             if len(active) == 0: break
     return P.detach()
 
@@ -156,7 +180,8 @@ def graph_path(x0, x1,                 # endpoint batches (B, D)
         idx = torch.arange(s, min(s + chunk, len(V)))
         d[idx[idx < n] - s, idx[idx < n]] = float("inf")         # no self-loops
         nb = d.topk(k, largest=False).indices
-        rows.append(idx[:, None].expand(-1, k).reshape(-1)); cols.append(nb.reshape(-1))
+        rows.append(idx[:, None].expand(-1, k).reshape(-1))
+        cols.append(nb.reshape(-1))
     r, c = torch.cat(rows), torch.cat(cols)
     with torch.no_grad():
         g = torch.cat([metric.diag((0.5 * (V[r[s:s + 65536]] + V[c[s:s + 65536]]))) for s in range(0, len(r), 65536)])
@@ -196,7 +221,9 @@ def pocket_nodes(X,                     # data (n, D)
         opt = torch.optim.Adam([x], lr=lr)
         with torch.enable_grad():
             for _ in range(steps):
-                opt.zero_grad(); metric.diag(x).mean(1).log().sum().backward(); opt.step()
+                opt.zero_grad()
+                metric.diag(x).mean(1).log().sum().backward()
+                opt.step()
         out.append(x.detach())
     return torch.cat(out)
 
@@ -208,15 +235,20 @@ def dp_path(x0, x1,                    # endpoint batches (B, D)
             rule: str = "sym",
             chunk: int = 64,           # pairs per dynamic-programming pass (memory ~ chunk * n * knn)
            ) -> tuple[torch.Tensor, torch.Tensor]:
-    "Paths of least discrete energy among those whose T-1 interior points are nodes (dynamic programming); (paths, found)."
-    # min over v_1..v_{T-1} of sum_i c(v_i, v_{i+1}), c(a, b) = 1/2 g_ab |b - a|^2 T (path_energy's segment term, g_ab by
-    # `rule`), v_0 = x0, v_T = x1; v_1 among x0's knn nearest nodes, v_{T-1} among x1's, each step a move of the kNN graph
+    ("Paths of least discrete energy among those whose T-1 interior points are nodes (dynamic programming); (paths, "
+     "found).")
+    # min over v_1..v_{T-1} of sum_i c(v_i, v_{i+1}), c(a, b) = 1/2 g_ab |b - a|^2 T (path_energy's segment term, g_ab
+    # by
+    # `rule`), v_0 = x0, v_T = x1; v_1 among x0's knn nearest nodes, v_{T-1} among x1's, each step a move of the kNN
+    # graph
     x0, x1 = torch.as_tensor(x0, dtype=torch.float64), torch.as_tensor(x1, dtype=torch.float64)
     if x0.ndim == 1: x0, x1 = x0[None], x1[None]
     X = torch.as_tensor(X, dtype=torch.float64).to(x0.device)
     if X.ndim != 2 or x0.ndim != 2 or x0.shape != x1.shape or X.shape[1] != x0.shape[1] or len(X) == 0:
-        raise ValueError(f"X must be (n >= 1, D) and x0, x1 (B, D) with the same D, got {tuple(X.shape)}, {tuple(x0.shape)} "
-                         f"and {tuple(x1.shape)}")
+        raise ValueError(
+            f"X must be (n >= 1, D) and x0, x1 (B, D) with the same D, got {tuple(X.shape)}, {tuple(x0.shape)} "
+            f"and {tuple(x1.shape)}"
+        )
     if not isinstance(knn, int) or knn < 1: raise ValueError(f"knn must be an int >= 1, got {knn!r}")
     if not isinstance(T, int) or T < 2: raise ValueError(f"T must be an int >= 2, got {T!r}")
     if rule not in RULES: raise ValueError(f"rule must be one of {RULES}, got {rule!r}")
@@ -230,7 +262,8 @@ def dp_path(x0, x1,                    # endpoint batches (B, D)
         k = min(knn, n - 1)
         nb = [torch.arange(n, device=dev)[:, None]]               # in-moves of node v: stay, or from its k nearest
         for s in range(0, n if k > 0 else 0, 2048):
-            d = torch.cdist(X[s:s + 2048], X); i = torch.arange(len(d), device=dev)
+            d = torch.cdist(X[s:s + 2048], X)
+            i = torch.arange(len(d), device=dev)
             d[i, i + s] = float("inf")                            # no self-loop among the k nearest
             nb.append(d.topk(k, largest=False).indices)
         nb = torch.cat([nb[0], torch.cat(nb[1:])], 1) if k > 0 else nb[0]   # (n, k + 1)
@@ -238,7 +271,9 @@ def dp_path(x0, x1,                    # endpoint batches (B, D)
         k0 = min(knn, n)
         out, found = lerp_path(x0, x1, T).clone(), torch.zeros(len(x0), dtype=torch.bool, device=x0.device)
         for s in range(0, len(x0), chunk):
-            a, b = x0[s:s + chunk], x1[s:s + chunk]; Bc = len(a); rows = torch.arange(Bc, device=dev)
+            a, b = x0[s:s + chunk], x1[s:s + chunk]
+            Bc = len(a)
+            rows = torch.arange(Bc, device=dev)
             ga, gb = metric.diag(a), metric.diag(b)
             s0 = torch.cdist(a, X).topk(k0, largest=False).indices                   # v_1 candidates
             acc = torch.full((Bc, n), float("inf"), dtype=torch.float64, device=dev)
@@ -255,7 +290,8 @@ def dp_path(x0, x1,                    # endpoint batches (B, D)
             idx = torch.stack(idx[::-1], 1)                                            # (Bc, T-1)
             ok = torch.isfinite(best)                                                  # unreachable in T-1 moves: line
             P = torch.cat([a[:, None], X[idx], b[:, None]], 1)
-            out[s:s + chunk][ok] = P[ok]; found[s:s + chunk] = ok
+            out[s:s + chunk][ok] = P[ok]
+            found[s:s + chunk] = ok
     return out, found
 
 def _start_names(knn):
@@ -268,18 +304,20 @@ def geodesic_path(x0, x1,                      # endpoint batches (B, D) (or sin
                   method: str = "lbfgs",        # "lbfgs" | "adam"
                   lr: float = 1e-2,             # Adam learning rate
                   rule: str = "sym",
-                  init=None,                    # initial paths (B, T'+1, D), resampled to the first level; default straight lines
+                  init=None,          # initial paths (B, T'+1, D), resampled to the first level; default straight lines
                   bounds=None,                  # (lo, hi) data range: endpoints outside are an error
                   device=None,                  # default core.get_device("auto")
                   dtype=torch.float64,
                   gtol: float | None = 1e-3,    # convergence: path_residual <= gtol (None: no check, no restarts)
-                  restarts: int = 10,           # re-solve each pair still above gtol on its own, up to this many more times
+                  restarts: int = 10,       # re-solve each pair still above gtol on its own, up to this many more times
                   levels: int = 0,              # coarse-to-fine: first solve at ~T/2^levels segments, then upsample
                   graph=None,                   # data (n, D): also start from the kNN-graph Dijkstra path (graph_path)
                   knn: int | tuple = 10,        # neighbours of that graph; a tuple: one Dijkstra start per value
-                  dp_knn: int | None = None,    # with graph: also the least-energy node paths (dp_path) with these moves, on
-                                                # the data ("dp"), on its pocket_nodes ("dp_pocket") and on both ("dp_union")
-                  keep: int | None = None,      # screen the starts other than the line/init: a short pass, and only each
+                  dp_knn: int | None = None,    # with graph: also the least-energy node paths (dp_path) with these
+                                                # moves, on
+                                                # the data ("dp"), on its pocket_nodes ("dp_pocket") and on both
+                                                # ("dp_union")
+                  keep: int | None = None,     # screen the starts other than the line/init: a short pass, and only each
                                                 # pair's `keep` lowest go on to the full solve (None: solve every start)
                   screen_steps: int = 25,       # L-BFGS iterations of the screening pass (at the coarsest level)
                   starts: dict | None = None,   # further named starting paths {name: (B, T'+1, D)}
@@ -289,26 +327,38 @@ def geodesic_path(x0, x1,                      # endpoint batches (B, D) (or sin
     x0, x1 = torch.as_tensor(x0, dtype=dtype), torch.as_tensor(x1, dtype=dtype)
     if x0.ndim == 1: x0, x1 = x0[None], x1[None]
     if x0.shape != x1.shape or x0.ndim != 2 or x0.shape[1] != metric.dim:
-        raise ValueError(f"x0 and x1 must both have shape (B, {metric.dim}), got {tuple(x0.shape)} and {tuple(x1.shape)}")
+        raise ValueError(
+            f"x0 and x1 must both have shape (B, {metric.dim}), got {tuple(x0.shape)} and {tuple(x1.shape)}"
+        )
     if not (torch.isfinite(x0).all() and torch.isfinite(x1).all()): raise ValueError("endpoints contain NaN or inf")
     if not isinstance(T, int) or T < 2: raise ValueError(f"T must be an int >= 2, got {T!r}")
     if method not in ("lbfgs", "adam"): raise ValueError(f"method must be 'lbfgs' or 'adam', got {method!r}")
-    if not isinstance(restarts, int) or restarts < 0: raise ValueError(f"restarts must be an int >= 0, got {restarts!r}")
+    if not isinstance(restarts, int) or restarts < 0:
+        raise ValueError(f"restarts must be an int >= 0, got {restarts!r}")
     if not isinstance(levels, int) or levels < 0: raise ValueError(f"levels must be an int >= 0, got {levels!r}")
     ks = (knn,) if isinstance(knn, int) else tuple(knn) if isinstance(knn, (tuple, list)) else ()
-    if not ks or not all(isinstance(k, int) and not isinstance(k, bool) and k >= 1 for k in ks) or len(set(ks)) != len(ks):
+    if (
+        not ks
+        or not all(isinstance(k, int) and not isinstance(k, bool) and k >= 1 for k in ks)
+        or len(set(ks)) != len(ks)
+    ):
         raise ValueError(f"knn must be an int >= 1 or a tuple of distinct such ints, got {knn!r}")
     for nm, v in (("dp_knn", dp_knn), ("keep", keep)):
-        if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1): raise ValueError(f"{nm} must be None or an int >= 1, got {v!r}")
+        if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
+            raise ValueError(f"{nm} must be None or an int >= 1, got {v!r}")
         if v is not None and graph is None: raise ValueError(f"{nm} needs the data graph (graph=X)")
-    if not isinstance(screen_steps, int) or screen_steps < 1: raise ValueError(f"screen_steps must be an int >= 1, got {screen_steps!r}")
-    reserved = {"line", "init", "graph", "dp", "dp_pocket", "dp_union"} | set(_start_names(knn if isinstance(knn, int) else ks))
+    if not isinstance(screen_steps, int) or screen_steps < 1:
+        raise ValueError(f"screen_steps must be an int >= 1, got {screen_steps!r}")
+    reserved = {"line", "init", "graph", "dp", "dp_pocket", "dp_union"} | set(
+        _start_names(knn if isinstance(knn, int) else ks)
+    )
     if starts is not None and (not isinstance(starts, dict) or reserved & set(starts)):
         raise ValueError(f"starts must be a dict of named paths other than {sorted(reserved)}, got {starts!r:.80}")
     if bounds is not None:
         lo, hi = (torch.as_tensor(b, dtype=dtype) for b in bounds)
         out = ((x0 < lo) | (x0 > hi) | (x1 < lo) | (x1 > hi)).any(1)
-        if out.any(): raise ValueError(f"{int(out.sum())} endpoint pair(s) outside the data range [{lo.tolist()}, {hi.tolist()}]")
+        if out.any():
+            raise ValueError(f"{int(out.sum())} endpoint pair(s) outside the data range [{lo.tolist()}, {hi.tolist()}]")
     dev = get_device("auto") if device is None else torch.device(device)
     x0, x1 = x0.to(dev), x1.to(dev)
     base = "line" if init is None else "init"
@@ -317,8 +367,9 @@ def geodesic_path(x0, x1,                      # endpoint batches (B, D) (or sin
         for nm, k in zip(_start_names(knn if isinstance(knn, int) else ks), ks):
             inits[nm], f = graph_path(x0.cpu(), x1.cpu(), graph, metric, T=T, knn=k)
             found = f if found is None else found | f
-        if dp_knn is not None:                                          # least-energy node paths, on the data and pockets
-            Xg = torch.as_tensor(graph, dtype=torch.float64).to(dev); pk = pocket_nodes(Xg, metric)
+        if dp_knn is not None:                                        # least-energy node paths, on the data and pockets
+            Xg = torch.as_tensor(graph, dtype=torch.float64).to(dev)
+            pk = pocket_nodes(Xg, metric)
             for nm, nodes in (("dp", Xg), ("dp_pocket", pk), ("dp_union", torch.cat([Xg, pk]))):
                 inits[nm], f = dp_path(x0.double(), x1.double(), nodes, metric, T=T, knn=dp_knn, rule=rule)
                 found = found | f.cpu()
@@ -329,18 +380,22 @@ def geodesic_path(x0, x1,                      # endpoint batches (B, D) (or sin
     paths = {n: inits[n] for n in inits}
     screen = None
     if keep is not None and len(rest) > keep:                           # successive halving: screen, then keep the best
-        Tc = _levels(T, levels)[0]; cand, screen = {}, {}
+        Tc = _levels(T, levels)[0]
+        cand, screen = {}, {}
         for n in rest:
             P0 = _check_path(inits[n]).to(dev, dtype)
             if P0.shape[0] != B or P0.shape[2] != x0.shape[1]:
                 raise ValueError(f"start {n!r} must have shape {(B, T + 1, x0.shape[1])}, got {tuple(P0.shape)}")
             P0 = resample_path(P0, Tc)
-            cand[n] = torch.cat([x0[:, None], _minimise(x0, x1, P0[:, 1:-1], metric, screen_steps, method, lr, rule), x1[:, None]], 1)
+            cand[n] = torch.cat(
+                [x0[:, None], _minimise(x0, x1, P0[:, 1:-1], metric, screen_steps, method, lr, rule), x1[:, None]], 1
+            )
             with torch.no_grad(): screen[n] = path_energy(cand[n], metric, rule).cpu()
         order = torch.stack([screen[n] for n in rest]).nan_to_num(float("inf")).argsort(0)[:keep]   # (keep, B)
         for r in range(keep):
             nm = [rest[int(o)] for o in order[r]]
-            slots.append(nm); paths[tuple(nm)] = torch.stack([cand[m][b] for b, m in enumerate(nm)])
+            slots.append(nm)
+            paths[tuple(nm)] = torch.stack([cand[m][b] for b, m in enumerate(nm)])
     sols, energy = [], {n: torch.full((B,), float("nan"), dtype=torch.float64) for n in inits}
     for nm in slots:
         key = nm[0] if len(nm) == 1 else tuple(nm)
@@ -357,13 +412,24 @@ def geodesic_path(x0, x1,                      # endpoint batches (B, D) (or sin
         bad = torch.nonzero(~(r <= gtol)).ravel().tolist()
         if bad:
             shown = ", ".join(map(str, bad[:20])) + (", ..." if len(bad) > 20 else "")
-            warnings.warn(f"geodesic_path: {len(bad)} of {len(r)} pair(s) did not converge in {steps} {method} steps and {restarts} restarts "
-                          f"(relative gradient residual > {gtol:g}; max {float(r.nan_to_num(float('inf')).max()):.3g}): "
-                          f"pairs [{shown}]. Raise `steps` or `restarts`, try `levels`, or check the metric.",
-                          GeodesicConvergenceWarning, stacklevel=2)
+            warnings.warn(
+                f"geodesic_path: {len(bad)} of {len(r)} pair(s) did not converge in {steps} {method} steps and "
+                f"{restarts} restarts "
+                f"(relative gradient residual > {gtol:g}; max {float(r.nan_to_num(float('inf')).max()):.3g}): "
+                f"pairs [{shown}]. Raise `steps` or `restarts`, try `levels`, or check the metric.",
+                GeodesicConvergenceWarning,
+                stacklevel=2,
+            )
     if not return_info: return P.cpu()
-    info = dict(energy=energy, best=[sols[int(s)][2][b] for b, s in enumerate(best)], best_energy=Es.gather(0, best[None])[0],
-                residual=r, stationary=None if r is None else (r <= gtol), graph_found=found, screen_energy=screen)
+    info = dict(
+        energy=energy,
+        best=[sols[int(s)][2][b] for b, s in enumerate(best)],
+        best_energy=Es.gather(0, best[None])[0],
+        residual=r,
+        stationary=None if r is None else (r <= gtol),
+        graph_found=found,
+        screen_energy=screen,
+    )
     return P.cpu(), info
 
 
@@ -384,12 +450,16 @@ def shoot(x0, v0, metric: Metric, n_steps: int = 256, t1: float = 1.0) -> torch.
     "Integrate the conformal geodesic ODE with RK4 from (x0, v0) (B, D) over [0, t1]; returns (B, n_steps+1, D)."
     x, v = torch.as_tensor(x0, dtype=torch.float64).clone(), torch.as_tensor(v0, dtype=torch.float64).clone()
     if x.ndim == 1: x, v = x[None], v[None]
-    h = t1 / n_steps; out = [x]
+    h = t1 / n_steps
+    out = [x]
     f = lambda x, v: (v, geodesic_rhs(x, v, metric))
     for _ in range(n_steps):
-        k1 = f(x, v); k2 = f(x + h / 2 * k1[0], v + h / 2 * k1[1])
-        k3 = f(x + h / 2 * k2[0], v + h / 2 * k2[1]); k4 = f(x + h * k3[0], v + h * k3[1])
-        x = x + h / 6 * (k1[0] + 2 * k2[0] + 2 * k3[0] + k4[0]); v = v + h / 6 * (k1[1] + 2 * k2[1] + 2 * k3[1] + k4[1])
+        k1 = f(x, v)
+        k2 = f(x + h / 2 * k1[0], v + h / 2 * k1[1])
+        k3 = f(x + h / 2 * k2[0], v + h / 2 * k2[1])
+        k4 = f(x + h * k3[0], v + h * k3[1])
+        x = x + h / 6 * (k1[0] + 2 * k2[0] + 2 * k3[0] + k4[0])
+        v = v + h / 6 * (k1[1] + 2 * k2[1] + 2 * k3[1] + k4[1])
         out.append(x)
     return torch.stack(out, 1)
 
@@ -398,29 +468,41 @@ def verify_geodesic(path, metric: Metric,
                     n_sub: int = 4,             # RK4 steps per path segment
                    ) -> torch.Tensor:
     "Max distance between a discrete path and the geodesic ODE shot from its points with its velocities; (B,)."
-    path = _check_path(path).to(torch.float64); B, N, D = path.shape; T = N - 1
+    path = _check_path(path).to(torch.float64)
+    B, N, D = path.shape
+    T = N - 1
     if T < 3: raise ValueError("verify_geodesic needs T >= 3 segments")
     w = T if window is None else int(window)
     if not 1 <= w <= T: raise ValueError(f"window must be in [1, T={T}], got {window!r}")
     starts = list(range(0, T - w + 1, w))
     v = torch.empty(B, len(starts), D, dtype=path.dtype)
     for j, i in enumerate(starts):   # 2nd-order velocity estimates: one-sided at t=0, central inside
-        v[:, j] = (-3 * path[:, 0] + 4 * path[:, 1] - path[:, 2]) * T / 2 if i == 0 else (path[:, i + 1] - path[:, i - 1]) * T / 2
+        v[:, j] = (
+            (-3 * path[:, 0] + 4 * path[:, 1] - path[:, 2]) * T / 2
+            if i == 0
+            else (path[:, i + 1] - path[:, i - 1]) * T / 2
+        )
     x0 = path[:, starts].reshape(-1, D)
-    traj = shoot(x0, v.reshape(-1, D), metric, n_steps=w * n_sub, t1=w / T)[:, ::n_sub].reshape(B, len(starts), w + 1, D)
+    traj = shoot(x0, v.reshape(-1, D), metric, n_steps=w * n_sub, t1=w / T)[:, ::n_sub].reshape(
+        B, len(starts), w + 1, D
+    )
     ref = torch.stack([path[:, i:i + w + 1] for i in starts], 1)
     return (traj - ref).norm(dim=-1).amax((1, 2))
 
 def riemannian_speed(path, metric: Metric) -> torch.Tensor:
     "lambda(midpoint) |v_i|^2 per segment, (B, T): constant along a conformal geodesic."
-    path = _check_path(path); T = path.shape[1] - 1; B, _, D = path.shape
-    v = (path[:, 1:] - path[:, :-1]) * T; mid = 0.5 * (path[:, 1:] + path[:, :-1])
+    path = _check_path(path)
+    T = path.shape[1] - 1
+    B, _, D = path.shape
+    v = (path[:, 1:] - path[:, :-1]) * T
+    mid = 0.5 * (path[:, 1:] + path[:, :-1])
     return metric.lam(mid.reshape(-1, D)).reshape(B, T) * (v ** 2).sum(-1)
 
 # %% ../../nbs/p11_ebm_geometry/02_geodesics.ipynb #bda9b017
 def turning_angle(path) -> torch.Tensor:
     "Total turning angle sum_i angle(dx_i, dx_{i+1}) of paths (B, T+1, D), radians; (B,)."
-    path = _check_path(path); d = path[:, 1:] - path[:, :-1]
+    path = _check_path(path)
+    d = path[:, 1:] - path[:, :-1]
     c = (d[:, 1:] * d[:, :-1]).sum(-1) / (d[:, 1:].norm(dim=-1) * d[:, :-1].norm(dim=-1)).clamp_min(1e-300)
     return torch.arccos(c.clamp(-1, 1)).sum(-1)
 
@@ -429,9 +511,11 @@ def path_stats(path, metric: Metric | None = None, log_density=None) -> dict[str
     path = _check_path(path)
     out = {"euclidean_length": (path[:, 1:] - path[:, :-1]).norm(dim=-1).sum(-1), "turning_angle": turning_angle(path)}
     if metric is not None:
-        out["length"] = path_length(path, metric); out["energy"] = path_energy(path, metric)
+        out["length"] = path_length(path, metric)
+        out["energy"] = path_energy(path, metric)
         if metric.conformal:
-            s = riemannian_speed(path, metric); out["speed_cv"] = s.std(-1) / s.mean(-1)
+            s = riemannian_speed(path, metric)
+            out["speed_cv"] = s.std(-1) / s.mean(-1)
     if log_density is not None:
         B, N, D = path.shape
         lp = log_density(path.reshape(-1, D)).reshape(B, N)

@@ -19,13 +19,17 @@ class Interpolant(nn.Module):
         super().__init__()
         w, layers = [2 * dim + 1, *hidden], []
         for a, b in zip(w[:-1], w[1:]): layers += [nn.Linear(a, b), nn.SiLU()]
-        last = nn.Linear(w[-1], dim); nn.init.zeros_(last.weight); nn.init.zeros_(last.bias)
+        last = nn.Linear(w[-1], dim)
+        nn.init.zeros_(last.weight)
+        nn.init.zeros_(last.bias)
         self.phi, self.dim, self.scale = nn.Sequential(*layers, last), dim, scale
 
     def forward(self, x0: torch.Tensor, x1: torch.Tensor, T: int = 64) -> torch.Tensor:
         "Paths (B, T+1, D) on the grid t_i = i/T."
         if x0.shape != x1.shape or x0.ndim != 2 or x0.shape[1] != self.dim:
-            raise ValueError(f"x0 and x1 must both have shape (B, {self.dim}), got {tuple(x0.shape)} and {tuple(x1.shape)}")
+            raise ValueError(
+                f"x0 and x1 must both have shape (B, {self.dim}), got {tuple(x0.shape)} and {tuple(x1.shape)}"
+            )
         B = x0.shape[0]
         t = torch.linspace(0, 1, T + 1, device=x0.device, dtype=x0.dtype)[None, :, None].expand(B, -1, 1)
         a, b = x0[:, None].expand(-1, T + 1, -1), x1[:, None].expand(-1, T + 1, -1)
@@ -38,20 +42,26 @@ def train_interpolant(X, metric: Metric, model: Interpolant | None = None, steps
                      ) -> tuple[Interpolant, list]:
     "Algorithm 1: Adam on the mean discrete energy sum_i v_i^T G(x_ti) v_i dt of random data pairs."
     X = torch.as_tensor(X, dtype=dtype)
-    if X.ndim != 2 or X.shape[1] != metric.dim or len(X) < 2: raise ValueError(f"X must be (n >= 2, {metric.dim}), got {tuple(X.shape)}")
+    if X.ndim != 2 or X.shape[1] != metric.dim or len(X) < 2:
+        raise ValueError(f"X must be (n >= 2, {metric.dim}), got {tuple(X.shape)}")
     if X1 is not None:
         X1 = torch.as_tensor(X1, dtype=dtype)
         if X1.ndim != 2 or X1.shape[1] != metric.dim or len(X1) < 1:
             raise ValueError(f"X1 must be (n >= 1, {metric.dim}), got {tuple(X1.shape)}")
     dev = get_device("auto") if device is None else torch.device(device)
-    torch.manual_seed(seed); g = torch.Generator().manual_seed(seed)
-    model = (Interpolant(metric.dim) if model is None else model).to(dev, dtype); X = X.to(dev)
+    torch.manual_seed(seed)
+    g = torch.Generator().manual_seed(seed)
+    model = (Interpolant(metric.dim) if model is None else model).to(dev, dtype)
+    X = X.to(dev)
     X1 = X if X1 is None else X1.to(dev)
     opt, losses = torch.optim.Adam(model.parameters(), lr=lr), []
     for _ in progress(range(steps), desc="interpolant"):
         if X1 is X: i, j = torch.randint(len(X), (2, batch), generator=g)
         else: i, j = torch.randint(len(X), (batch,), generator=g), torch.randint(len(X1), (batch,), generator=g)
         loss = 2 * path_energy(model(X[i], X1[j], T), metric, rule="left").mean()   # sum_i v^T G v dt (Algorithm 1)
-        opt.zero_grad(); loss.backward(); opt.step(); losses.append(loss.item())
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
         if not torch.isfinite(loss): raise RuntimeError(f"interpolant loss is NaN/inf at step {len(losses)}")
     return model, losses

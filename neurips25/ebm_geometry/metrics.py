@@ -50,15 +50,21 @@ def calibrate(h_on: torch.Tensor,     # h on the data S_M, shape (n,) or (n, D)
     a, b = h_on.mean(0), h_off.mean(0)
     t_on, t_off = (1.0, ratio) if form == "direct" else (1.0, 1.0 / ratio)  # targets for alpha h + beta
     if (a - b).abs().min() <= 1e-12 * (a.abs().max() + b.abs().max() + 1e-300):
-        raise CalibrationError("calibration failure: h has the same mean on and off the data, (alpha, beta) is undetermined")
+        raise CalibrationError(
+            "calibration failure: h has the same mean on and off the data, (alpha, beta) is undetermined"
+        )
     alpha = (t_on - t_off) / (a - b)   # alpha (h_on - h_off) = t_on - t_off
     beta = t_on - alpha * a
     if form == "direct" and (alpha < 0).any() or form == "inverse" and (alpha < 0).any():
-        raise CalibrationError("calibration failure: h is not larger on the data than off it "
-                               f"({'E' if form == 'direct' else 'density'} has the wrong orientation), alpha={alpha.tolist()}")
+        raise CalibrationError(
+            "calibration failure: h is not larger on the data than off it "
+            f"({'E' if form == 'direct' else 'density'} has the wrong orientation), alpha={alpha.tolist()}"
+        )
     if form == "inverse" and (beta <= 0).any():
-        raise CalibrationError("calibration failure: beta <= 0, so lambda = 1/(alpha h + beta) is non-positive where h -> 0 "
-                               f"(mean h off the data {b.tolist()} is not small against mean h on it {a.tolist()})")
+        raise CalibrationError(
+            "calibration failure: beta <= 0, so lambda = 1/(alpha h + beta) is non-positive where h -> 0 "
+            f"(mean h off the data {b.tolist()} is not small against mean h on it {a.tolist()})"
+        )
     return alpha, beta
 
 def calibrate_grid(h_grid: torch.Tensor,  # h on a fixed grid, shape (n,) or (n, D) (per-dimension for LAND)
@@ -67,16 +73,19 @@ def calibrate_grid(h_grid: torch.Tensor,  # h on a fixed grid, shape (n,) or (n,
                   ) -> tuple[torch.Tensor, torch.Tensor]:
     "Code-mode calibration: min-max h over the grid onto [0, ratio] + 1 (direct) or onto [1/ratio, 1] (inverse)."
     _check_form(form)
-    h = torch.as_tensor(h_grid); ratio = _check_ratio(ratio)
+    h = torch.as_tensor(h_grid)
+    ratio = _check_ratio(ratio)
     if h.ndim not in (1, 2): raise ValueError(f"h_grid must be (n,) or (n, D), got shape {tuple(h.shape)}")
     if h.shape[0] < 2: raise ValueError("the calibration grid needs at least 2 points")
     if not torch.isfinite(h).all(): raise ValueError("h contains NaN or inf on the grid")
     lo, hi = h.min(0).values, h.max(0).values
     if ((hi - lo) <= 0).any(): raise CalibrationError("calibration failure: h is constant over the grid")
     if form == "direct":   # lambda = ratio (h - lo)/(hi - lo) + 1
-        alpha = ratio / (hi - lo); beta = 1.0 - alpha * lo
+        alpha = ratio / (hi - lo)
+        beta = 1.0 - alpha * lo
     else:                  # alpha h + beta = 1/ratio + (1 - 1/ratio)(h - lo)/(hi - lo)
-        alpha = (1 - 1 / ratio) / (hi - lo); beta = 1 / ratio - alpha * lo
+        alpha = (1 - 1 / ratio) / (hi - lo)
+        beta = 1 / ratio - alpha * lo
     return alpha, beta
 
 # %% ../../nbs/p11_ebm_geometry/01_metrics.ipynb #6c245fdf
@@ -97,7 +106,8 @@ class Metric:
         if not self.conformal: raise ValueError(f"metric {self.name!r} is not conformal; use .diag(x)")
         x = _as_points(x, self.dim)
         v = self.fn(x)
-        if v.shape != x.shape[:1]: raise ValueError(f"metric {self.name!r} returned shape {tuple(v.shape)}, expected ({x.shape[0]},)")
+        if v.shape != x.shape[:1]:
+            raise ValueError(f"metric {self.name!r} returned shape {tuple(v.shape)}, expected ({x.shape[0]},)")
         return _check_positive(v, self.name)
 
     def diag(self, x) -> torch.Tensor:
@@ -105,7 +115,8 @@ class Metric:
         x = _as_points(x, self.dim)
         if self.conformal: return self.lam(x)[:, None].expand(-1, self.dim)
         v = self.fn(x)
-        if v.shape != x.shape: raise ValueError(f"metric {self.name!r} returned shape {tuple(v.shape)}, expected {tuple(x.shape)}")
+        if v.shape != x.shape:
+            raise ValueError(f"metric {self.name!r} returned shape {tuple(v.shape)}, expected {tuple(x.shape)}")
         return _check_positive(v, self.name)
 
 def _check_positive(v, name):
@@ -128,7 +139,8 @@ def softplus_floor(u: torch.Tensor,   # the affine energy alpha E + beta
                    floor: float,      # the floor: lambda -> floor as u -> -inf
                    smooth: float,     # s: the width of the bend, in lambda units
                   ) -> torch.Tensor:
-    "The smooth floor floor + s log(1 + exp((u - floor)/s)): ~u above the floor, ~floor below, floor + s ln 2 at u = floor."
+    ("The smooth floor floor + s log(1 + exp((u - floor)/s)): ~u above the floor, ~floor below, floor + s ln 2 at u = "
+     "floor.")
     return floor + torch.nn.functional.softplus(u - floor, beta=1.0 / smooth)
 
 def softplus_floor_inverse(lam: float, floor: float, smooth: float) -> float:
@@ -140,23 +152,41 @@ def softplus_floor_inverse(lam: float, floor: float, smooth: float) -> float:
 def energy_metric(energy: Callable,     # x (n, D) -> E(x) (n,): an EBM energy or -log p_M
                   alpha, beta,          # calibration constants
                   dim: int = 2, name: str = "G_E",
-                  floor: float | None = None,   # lambda = max(alpha E + beta, floor) if given (the code's min_h-style clip)
+                  floor: float | None = None,   # lambda = max(alpha E + beta, floor) if given (the code's min_h-style
+                                                # clip)
                   smooth: float | None = None,  # with a floor: bend it smoothly over ~smooth (softplus_floor), no kink
                   **info) -> Metric:
-    "G_E(x) = (alpha E(x) + beta) I: directly scaling the raw energy (§3.3); optionally floored, with a kink or smoothly."
+    ("G_E(x) = (alpha E(x) + beta) I: directly scaling the raw energy (§3.3); optionally floored, with a kink or "
+     "smoothly.")
     if floor is not None and not floor > 0: raise ValueError(f"floor must be positive, got {floor}")
     if smooth is not None and (floor is None or not (math.isfinite(smooth) and smooth > 0)):
-        raise ValueError(f"smooth must be a positive finite number and needs a floor, got smooth={smooth!r}, floor={floor!r}")
-    if floor is None: return Metric(name, lambda x: _on(alpha, x) * energy(x) + _on(beta, x), True, dim, dict(alpha=alpha, beta=beta, **info))
+        raise ValueError(
+            f"smooth must be a positive finite number and needs a floor, got smooth={smooth!r}, floor={floor!r}"
+        )
+    if floor is None:
+        return Metric(
+            name, lambda x: _on(alpha, x) * energy(x) + _on(beta, x), True, dim, dict(alpha=alpha, beta=beta, **info)
+        )
     if smooth is not None:
-        return Metric(name, lambda x: softplus_floor(_on(alpha, x) * energy(x) + _on(beta, x), floor, smooth), True, dim,
-                      dict(alpha=alpha, beta=beta, floor=floor, smooth=smooth, **info))
+        return Metric(
+            name,
+            lambda x: softplus_floor(_on(alpha, x) * energy(x) + _on(beta, x), floor, smooth),
+            True,
+            dim,
+            dict(alpha=alpha, beta=beta, floor=floor, smooth=smooth, **info),
+        )
     return Metric(name, lambda x: (_on(alpha, x) * energy(x) + _on(beta, x)).clamp_min(floor), True, dim,
                   dict(alpha=alpha, beta=beta, floor=floor, **info))
 
 def inverse_density_metric(energy: Callable, alpha, beta, dim: int = 2, name: str = "G_1/p", **info) -> Metric:
     "G_1/p(x) = (alpha exp(-E(x)) + beta)^-1 I: the inverse of a decreasing exponential of the energy (§3.3)."
-    return Metric(name, lambda x: 1.0 / (_on(alpha, x) * torch.exp(-energy(x)) + _on(beta, x)), True, dim, dict(alpha=alpha, beta=beta, **info))
+    return Metric(
+        name,
+        lambda x: 1.0 / (_on(alpha, x) * torch.exp(-energy(x)) + _on(beta, x)),
+        True,
+        dim,
+        dict(alpha=alpha, beta=beta, **info),
+    )
 
 # %% ../../nbs/p11_ebm_geometry/01_metrics.ipynb #530b3df5
 def calibration_sets(X: torch.Tensor, n_pairs: int = 500, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -184,13 +214,17 @@ def energy_metrics(energy: Callable,          # x (n, D) -> E(x), differentiable
     with torch.no_grad():
         if mode == "grid":
             g = toy_grid() if grid is None else torch.as_tensor(grid)
-            E = energy(g); dim = g.shape[1]
-            aE, bE = calibrate_grid(E, "direct", ratio); aP, bP = calibrate_grid(torch.exp(-E), "inverse", ratio)
+            E = energy(g)
+            dim = g.shape[1]
+            aE, bE = calibrate_grid(E, "direct", ratio)
+            aP, bP = calibrate_grid(torch.exp(-E), "inverse", ratio)
         elif mode == "paper":
             if X is None: raise ValueError("paper-mode calibration needs the data X")
             on, off = calibration_sets(X, n_pairs, seed)
-            Eon, Eoff = energy(on), energy(off); dim = on.shape[1]
-            aE, bE = calibrate(Eon, Eoff, "direct", ratio); aP, bP = calibrate(torch.exp(-Eon), torch.exp(-Eoff), "inverse", ratio)
+            Eon, Eoff = energy(on), energy(off)
+            dim = on.shape[1]
+            aE, bE = calibrate(Eon, Eoff, "direct", ratio)
+            aP, bP = calibrate(torch.exp(-Eon), torch.exp(-Eoff), "inverse", ratio)
         else: raise ValueError(f"mode must be 'grid' or 'paper', got {mode!r}")
     return {prefix + "G_E": energy_metric(energy, aE, bE, dim, name=prefix + "G_E", floor=floor, mode=mode),
             prefix + "G_1/p": inverse_density_metric(energy, aP, bP, dim, name=prefix + "G_1/p", mode=mode)}
@@ -206,7 +240,8 @@ def fit_rbf(X: torch.Tensor,     # data (n, D)
     from scipy.optimize import nnls
     Xn = np.asarray(torch.as_tensor(X).detach().cpu(), dtype=np.float64)
     if Xn.ndim != 2: raise ValueError(f"X must be (n, D), got shape {Xn.shape}")
-    if not isinstance(K, (int, np.integer)) or K < 1 or K > len(Xn): raise ValueError(f"K must be an int in [1, n={len(Xn)}], got {K!r}")
+    if not isinstance(K, (int, np.integer)) or K < 1 or K > len(Xn):
+        raise ValueError(f"K must be an int in [1, n={len(Xn)}], got {K!r}")
     if not kappa > 0: raise ValueError(f"kappa must be positive, got {kappa}")
     km = KMeans(K, n_init=3, random_state=seed).fit(Xn)
     C, lab = km.cluster_centers_, km.labels_
@@ -225,9 +260,11 @@ def fit_rbf(X: torch.Tensor,     # data (n, D)
 def _calibrate_inverse(h: Callable, X, mode: str, grid, n_pairs: int, seed: int, ratio: float):
     "(alpha, beta) of an inverse metric (alpha h + beta)^-1 for the kernel baselines: on a grid, or as in the paper."
     with torch.no_grad():
-        if mode == "grid": return calibrate_grid(h(toy_grid() if grid is None else torch.as_tensor(grid)), "inverse", ratio)
+        if mode == "grid":
+            return calibrate_grid(h(toy_grid() if grid is None else torch.as_tensor(grid)), "inverse", ratio)
         if mode == "paper":
-            on, off = calibration_sets(torch.as_tensor(X), n_pairs, seed); return calibrate(h(on), h(off), "inverse", ratio)
+            on, off = calibration_sets(torch.as_tensor(X), n_pairs, seed)
+            return calibrate(h(on), h(off), "inverse", ratio)
         raise ValueError(f"mode must be 'grid' or 'paper', got {mode!r}")
 
 def rbf_metric(X, K: int = 30, kappa: float = 1.0, mode: str = "grid", grid=None, n_pairs: int = 500,

@@ -33,7 +33,8 @@ class DigitsVAE(nn.Module):
     def __init__(self, channels: int = 2, hidden: int = 32):
         super().__init__()
         if channels < 1 or hidden < 1: raise ValueError("channels and hidden must be >= 1")
-        self.C = channels; self.dim = channels * 16
+        self.C = channels
+        self.dim = channels * 16
         self.enc = nn.Sequential(nn.Conv2d(1, hidden, 3, padding=1), nn.SiLU(),
                                  nn.Conv2d(hidden, 2 * hidden, 4, stride=2, padding=1), nn.SiLU(),
                                  nn.Conv2d(2 * hidden, 2 * channels, 1))
@@ -43,7 +44,8 @@ class DigitsVAE(nn.Module):
 
     def _images(self, x):
         x = torch.as_tensor(x)
-        if x.ndim != 3 or x.shape[1:] != (8, 8): raise ValueError(f"images must have shape (n, 8, 8), got {tuple(x.shape)}")
+        if x.ndim != 3 or x.shape[1:] != (8, 8):
+            raise ValueError(f"images must have shape (n, 8, 8), got {tuple(x.shape)}")
         return x.float()[:, None]
 
     def encode(self, x) -> tuple[torch.Tensor, torch.Tensor]:
@@ -55,7 +57,8 @@ class DigitsVAE(nn.Module):
     def decode(self, z) -> torch.Tensor:
         "Pixel means in [0, 1], (n, 8, 8), of flattened latents (n, C*16)."
         z = torch.as_tensor(z)
-        if z.ndim != 2 or z.shape[1] != self.dim: raise ValueError(f"latents must have shape (n, {self.dim}), got {tuple(z.shape)}")
+        if z.ndim != 2 or z.shape[1] != self.dim:
+            raise ValueError(f"latents must have shape (n, {self.dim}), got {tuple(z.shape)}")
         p = next(self.parameters())
         return torch.sigmoid(self.dec(z.to(p.device, p.dtype).reshape(-1, self.C, 4, 4)))[:, 0]
 
@@ -63,11 +66,15 @@ def train_vae(images, channels: int = 2, steps: int = 1500, batch: int = 128, lr
               seed: int = 0, device=None) -> tuple[DigitsVAE, list]:
     "Train `DigitsVAE` on images (n, 8, 8) in [0, 1] by the negative ELBO; returns (model, losses per image)."
     X = torch.as_tensor(np.asarray(images), dtype=torch.float32)
-    if X.ndim != 3 or X.shape[1:] != (8, 8) or len(X) < 2: raise ValueError(f"images must have shape (n >= 2, 8, 8), got {tuple(X.shape)}")
-    if not torch.isfinite(X).all() or X.min() < 0 or X.max() > 1: raise ValueError("images must be finite and in [0, 1]")
-    torch.manual_seed(seed); g = torch.Generator().manual_seed(seed)
+    if X.ndim != 3 or X.shape[1:] != (8, 8) or len(X) < 2:
+        raise ValueError(f"images must have shape (n >= 2, 8, 8), got {tuple(X.shape)}")
+    if not torch.isfinite(X).all() or X.min() < 0 or X.max() > 1:
+        raise ValueError("images must be finite and in [0, 1]")
+    torch.manual_seed(seed)
+    g = torch.Generator().manual_seed(seed)
     dev = get_device("auto") if device is None else torch.device(device)
-    model = DigitsVAE(channels).to(dev); X = X.to(dev)
+    model = DigitsVAE(channels).to(dev)
+    X = X.to(dev)
     opt, losses = torch.optim.Adam(model.parameters(), lr=lr), []
     for _ in progress(range(steps), desc="digits VAE"):
         xb = X[torch.randint(len(X), (batch,), generator=g).to(dev)]
@@ -77,7 +84,10 @@ def train_vae(images, channels: int = 2, steps: int = 1500, batch: int = 128, lr
         rec = F.binary_cross_entropy_with_logits(logits, xb, reduction="none").sum((1, 2))
         kl = 0.5 * (mu ** 2 + logvar.exp() - 1 - logvar).sum(-1)          # KL(N(mu, s^2) || N(0, 1))
         loss = (rec + beta * kl).mean()
-        opt.zero_grad(); loss.backward(); opt.step(); losses.append(loss.item())
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
         if not np.isfinite(losses[-1]): raise RuntimeError(f"VAE loss is NaN/inf at step {len(losses)}")
     return model.eval(), losses
 
@@ -87,9 +97,11 @@ def frechet_distance(A, B) -> float:
     "Frechet distance between Gaussians fitted to feature sets A (n, d) and B (m, d)."
     from scipy import linalg
     A, B = (np.asarray(v, dtype=np.float64).reshape(len(v), -1) for v in (A, B))
-    if A.shape[1] != B.shape[1] or min(len(A), len(B)) < 2: raise ValueError(f"need >= 2 samples each with equal feature sizes, got {A.shape} and {B.shape}")
+    if A.shape[1] != B.shape[1] or min(len(A), len(B)) < 2:
+        raise ValueError(f"need >= 2 samples each with equal feature sizes, got {A.shape} and {B.shape}")
     if not (np.isfinite(A).all() and np.isfinite(B).all()): raise ValueError("features contain NaN or inf")
-    ma, mb = A.mean(0), B.mean(0); Sa, Sb = np.cov(A, rowvar=False), np.cov(B, rowvar=False)
+    ma, mb = A.mean(0), B.mean(0)
+    Sa, Sb = np.cov(A, rowvar=False), np.cov(B, rowvar=False)
     covmean = linalg.sqrtm(Sa @ Sb)
     covmean = covmean.real if np.iscomplexobj(covmean) else covmean
     return float(((ma - mb) ** 2).sum() + np.trace(Sa + Sb - 2 * covmean))
@@ -97,7 +109,8 @@ def frechet_distance(A, B) -> float:
 def slerp_path(x0, x1, T: int = 64) -> torch.Tensor:
     "Spherical interpolation of directions with linearly interpolated norms; (B, T+1, D)."
     x0, x1 = torch.as_tensor(x0), torch.as_tensor(x1)
-    if x0.ndim != 2 or x0.shape != x1.shape: raise ValueError(f"x0 and x1 must both be (B, D), got {tuple(x0.shape)} and {tuple(x1.shape)}")
+    if x0.ndim != 2 or x0.shape != x1.shape:
+        raise ValueError(f"x0 and x1 must both be (B, D), got {tuple(x0.shape)} and {tuple(x1.shape)}")
     n0, n1 = x0.norm(dim=-1, keepdim=True), x1.norm(dim=-1, keepdim=True)
     if (n0 == 0).any() or (n1 == 0).any(): raise ValueError("slerp needs non-zero endpoints")
     u0, u1 = x0 / n0, x1 / n1
