@@ -96,9 +96,10 @@ bench: setup
 	$(BIN)/neurips25 bench readme; exit $$rc
 
 # The GPU path at a bounded size: each gpu: true artefact at its small profile (and its runs.yaml gpu_check parameters);
-# on cuda a run passes only if its kernel used the GPU, one run at a time; throughput and projected full times go to
-# outputs/gpu-check.json. DEVICE=cpu runs the same notebooks on the CPU, JOBS at once (CI does), so the CUDA code path
-# cannot rot unseen.
+# on cuda a run passes only if its kernel used the GPU, one run at a time, and an artefact with a runs.yaml gpu_scale
+# runs a second, larger time so its full wall time is projected from the two; throughput and projected full times go
+# to outputs/gpu-check.json. DEVICE=cpu runs the same notebooks on the CPU, JOBS at once (CI does), one run each, so the
+# CUDA code path cannot rot unseen.
 DEVICE ?= cuda
 gpu-check: setup
 	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 NEURIPS25_PROGRESS=0 $(BIN)/neurips25 gpu-check --device $(DEVICE) \

@@ -217,3 +217,68 @@ def test_fork_kernels_refuse_a_zygote_whose_preload_initialised_cuda(tmp_path, m
     fk = ForkKernels(preload=("_neurips25_cuda_init",))
     with pytest.raises(RuntimeError, match=r"(?s)did not start.*initialised CUDA.*--no-preload"):
         fk.__enter__()
+
+
+# tab_b's time grows with n: 0.5 s per unit of n, so the two runs (n = 3 and 9) give a slope of 0.5 s per 1,000 steps
+SCALE = """    gpu_scale:
+      unit: steps
+      work: "n * 1000"
+      scale: [n]
+      set: {label: timed}
+      note: "fixture: sleeps 0.5 s per unit of n"
+"""
+
+
+def test_gpu_check_two_run_projection(fixture_repo, tmp_path):
+    from conftest import write_notebook
+    write_notebook(fixture_repo / "nbs" / "p98_fix" / "11_tab_b.ipynb", "tab_b", extra="\ntime.sleep(0.5 * n)\n")
+    runs = fixture_repo / "nbs" / "p98_fix" / "runs.yaml"
+    runs.write_text(runs.read_text().replace("    full: {n: 50}\n", "    full: {n: 50}\n" + SCALE))
+    r = run_cli(fixture_repo, "gpu-check", "--device", "cpu", "--scale", "--out", str(tmp_path / "gc.json"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    (row,) = json.loads((tmp_path / "gc.json").read_text())["runs"]
+    sc = row["scale"]
+    assert [p["params"] for p in sc["points"]] == [{"n": 3}, {"n": 9}] and sc["work_full"] == 50_000
+    assert [p["work"] for p in sc["points"]] == [3000, 9000]
+    assert 2000 / 1.5 < sc["rate"] < 2000 * 1.3, sc                     # 1,000 steps per 0.5 s, plus noise
+    assert row["projected_full_s"] == pytest.approx(sc["fixed_s"] + 50_000 / sc["rate"])
+    assert 20 < row["projected_full_s"] < 45 and "full projected" in r.stdout and "second timed run" in r.stdout
+    from neurips25.runner.report import gpu_check_section
+    (tmp_path / "gpu-check.json").write_text((tmp_path / "gc.json").read_text())
+    text = "\n".join(gpu_check_section(tmp_path))
+    assert "Two-run projections" in text and "| p98_fix/tab_b | `n * 1000` (steps) | 3e+03," in text, text
+    # --jobs 2: the A runs as one pool, then the B runs as a second pool
+    r = run_cli(fixture_repo, "gpu-check", "--device", "cpu", "--scale", "--jobs", "2", "--out", str(tmp_path / "g2.json"))
+    assert r.returncode == 0 and "then the 1 second timed run(s), 2 at a time" in r.stdout, r.stdout + r.stderr
+    rep = json.loads((tmp_path / "g2.json").read_text())
+    assert rep["jobs"] == 2 and [p["params"] for p in rep["runs"][0]["scale"]["points"]] == [{"n": 3}, {"n": 9}]
+    # without --scale (the CPU default) there is one run and no projection
+    r = run_cli(fixture_repo, "gpu-check", "--device", "cpu", "--out", str(tmp_path / "gc1.json"))
+    (row,) = json.loads((tmp_path / "gc1.json").read_text())["runs"]
+    assert r.returncode == 0 and "scale" not in row and row["projected_full_s"] is None
+
+
+@pytest.mark.parametrize("entry, message", [
+    ('{unit: steps, work: "n *", scale: [n]}', "does not parse"),
+    ('{unit: steps, work: "__import__(1)", scale: [n]}', "may be called"),
+    ('{unit: steps, work: "n", scale: [n], factor: 1}', "factor must be a number > 1"),
+    ('{unit: steps, work: "n"}', "a mapping with unit, work and scale"),
+    ('{unit: two words, work: "n", scale: [n]}', "unit must be one word"),
+])
+def test_gpu_scale_is_validated(fixture_repo, entry, message):
+    runs = fixture_repo / "nbs" / "p98_fix" / "runs.yaml"
+    runs.write_text(runs.read_text().replace("    full: {n: 50}\n", f"    full: {{n: 50}}\n    gpu_scale: {entry}\n"))
+    r = run_cli(fixture_repo, "gpu-check", "--device", "cpu", "--scale")
+    assert r.returncode == 2 and message in r.stderr, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("entry, message", [
+    ('{unit: steps, work: "epochs * n", scale: [n]}', "reads ['epochs']"),
+    ('{unit: steps, work: "n", scale: [label]}', "not declare as int or float"),
+    ('{unit: steps, work: "n * label", scale: [n]}', "must be a positive number"),
+])
+def test_gpu_scale_that_cannot_be_evaluated_fails_before_running(fixture_repo, entry, message):
+    runs = fixture_repo / "nbs" / "p98_fix" / "runs.yaml"
+    runs.write_text(runs.read_text().replace("    full: {n: 50}\n", f"    full: {{n: 50}}\n    gpu_scale: {entry}\n"))
+    r = run_cli(fixture_repo, "gpu-check", "--device", "cpu", "--scale")
+    assert r.returncode == 2 and message in r.stderr and "scratch outputs" not in r.stdout, r.stdout + r.stderr

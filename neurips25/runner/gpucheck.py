@@ -6,13 +6,15 @@ import argparse, contextlib, json, os, platform, tempfile
 from pathlib import Path
 
 from .. import core
-from .registry import RunnerError, run_dir
+from .registry import (RunnerError, coerce_parameters, effective_parameters,
+                                       notebook_parameters, run_dir, work_units)
 from .executors import execute, fmt_duration, plan, resolve_device, run_local
 from .forkkernel import ForkKernels
 from .store import now, write_json
 
 # %% auto #0
-__all__ = ['check_row', 'read_rates', 'rate_text', 'gpu_check', 'gpu_check_args', 'cmd_gpu_check']
+__all__ = ['MIN_SPAN_S', 'check_row', 'read_rates', 'rate_text', 'scale_points', 'projection', 'scale_text', 'gpu_check',
+           'gpu_check_args', 'cmd_gpu_check']
 
 # %% ../../nbs/01h_gpucheck.ipynb #fcde42f9
 def check_row(art_id: str,      # series/artefact
@@ -73,6 +75,61 @@ def _check_env():
             else:
                 os.environ[k] = v
 
+# %% ../../nbs/01h_gpucheck.ipynb #e1160b88
+def scale_points(art) -> tuple[dict, dict]:
+    "The two timed runs of an artefact's `gpu_scale`: parameters over `small` at point A and at point B."
+    sc = art.gpu_scale
+    if not sc:
+        raise RunnerError(f"{art.id}: no gpu_scale in its runs.yaml entry")
+    declared = notebook_parameters(art.notebook)
+    a = {**art.gpu_check, **sc["set"]}
+    eff = effective_parameters(coerce_parameters(art.profiles["small"], declared, f"{art.id} gpu_scale", a), declared)
+    b = dict(a)
+    for k in sc["scale"]:
+        t = declared.get(k, {}).get("type")
+        if t not in ("int", "float"):
+            raise RunnerError(f"{art.id}: gpu_scale scales {k!r}, which the notebook does not declare as int or float"
+                              f" ({'declared ' + t if t else 'not declared'})")
+        v = eff[k]
+        b[k] = max(int(round(v * sc["factor"])), v + 1) if t == "int" else float(v * sc["factor"])
+    return a, b
+
+
+MIN_SPAN_S = 0.5       # B must take this much longer than A (and 5 % of A), or the slope is noise
+
+
+def projection(art, ja, ma: dict, jb, mb: dict, declared: dict | None = None) -> dict:
+    "The two-point projection of `full`'s wall time from runs A and B (their jobs and manifests)."
+    sc = art.gpu_scale
+    declared = declared or notebook_parameters(art.notebook)
+    full = effective_parameters(coerce_parameters(art.profiles["full"], declared, f"{art.id} [full]"), declared)
+    wa, wb, wf = (work_units(sc["work"], p) for p in (ja.effective, jb.effective, full))
+    ta, tb = ma.get("duration_s"), mb.get("duration_s")
+    rec = {"unit": sc["unit"], "work": sc["work"], "factor": sc["factor"], "scaled": list(sc["scale"]),
+           "set": dict(sc["set"]), "note": sc["note"], "work_full": wf,
+           "points": [{"work": wa, "wall_s": ta, "params": {k: ja.effective[k] for k in sc["scale"]}},
+                      {"work": wb, "wall_s": tb, "params": {k: jb.effective[k] for k in sc["scale"]}}],
+           "rate": None, "fixed_s": None, "projected_full_s": None, "problem": None}
+    if ma.get("status") != "ok" or mb.get("status") != "ok" or ta is None or tb is None:
+        rec["problem"] = "a timed run failed"
+    elif wb <= wa:
+        rec["problem"] = f"the work did not grow from A to B ({wa:g} -> {wb:g} {sc['unit']}): `scale` misses `work`"
+    elif tb - ta < max(MIN_SPAN_S, 0.05 * ta):
+        rec["problem"] = (f"B ({tb:.2f} s) took not measurably longer than A ({ta:.2f} s): the slope is noise; "
+                          "raise gpu_scale's factor or the scaled counts")
+    else:
+        slope = (tb - ta) / (wb - wa)                # seconds per unit of work
+        rec.update(rate=1.0 / slope, fixed_s=ta - slope * wa, projected_full_s=ta + slope * (wf - wa))
+    return rec
+
+
+def scale_text(sc: dict) -> str:
+    "A projection, short: 'full projected 2.1 h (412 steps/s over 6.2e+06 steps; fixed 4.1 s)' or why none."
+    if sc.get("projected_full_s") is None:
+        return f"no projection: {sc.get('problem')}"
+    return (f"full projected {fmt_duration(sc['projected_full_s'])} ({sc['rate']:.3g} {sc['unit']}/s over "
+            f"{sc['work_full']:.3g} {sc['unit']}; fixed {sc['fixed_s']:.1f} s)")
+
 # %% ../../nbs/01h_gpucheck.ipynb #89a75d2d
 def gpu_check(device: str = "cuda",            # cuda | cpu
               targets: list | None = None,      # artefacts/series to check (default: every gpu: true artefact)
@@ -83,6 +140,7 @@ def gpu_check(device: str = "cuda",            # cuda | cpu
               say=print,                        # progress lines
               jobs_n: int = 1,                  # runs at once (the CPU check; on one GPU they would share it)
               preload: bool = True,             # kernels forked from one process that imported the libraries once
+              scale: bool | None = None,        # the second timed run of `gpu_scale` artefacts (default: on cuda)
              ) -> dict:
     "Run the GPU artefacts (or `targets`) at their small profile on `device`; record and check each run; write JSON."
     if device not in ("cuda", "cpu"):
@@ -96,8 +154,20 @@ def gpu_check(device: str = "cuda",            # cuda | cpu
     # an artefact's gpu_check parameters (runs.yaml) shrink its small profile further for the check
     jobs = [plan([j.art.id], "small", j.art.gpu_check, device=dev, force=True, root=root, outputs=work)[0]
             if j.art.gpu_check else j for j in jobs]
+    scale = (dev == "cuda") if scale is None else bool(scale)
+    points = {}                                     # artefact -> (job A, job B) of its projection of full's time
+    if scale:
+        for i, j in enumerate(jobs):
+            if j.art.gpu_scale:
+                a, b = scale_points(j.art)
+                ja, jb = (plan([j.art.id], "small", o, device=dev, force=True, root=root, outputs=work)[0] for o in (a, b))
+                projection(j.art, ja, {}, jb, {})      # a work expression that cannot be evaluated fails here
+                jobs[i], points[j.art.id] = ja, (ja, jb)
+    extra = [jb for _, jb in points.values()]       # the B runs: after every A run
     info = core.device_info(dev)
-    say(f"gpu-check: {len(jobs)} run(s) at the small profile on {info.get('gpu') or dev}; scratch outputs in {work}")
+    say(f"gpu-check: {len(jobs)} run(s) at the small profile on {info.get('gpu') or dev}"
+        + (f", and {len(extra)} second timed run(s) for projections of `full`" if extra else "")
+        + f"; scratch outputs in {work}")
     rows, done = [], {}
     with contextlib.ExitStack() as stack:
         stack.enter_context(_check_env())
@@ -109,10 +179,19 @@ def gpu_check(device: str = "cuda",            # cuda | cpu
             say(f"  running {len(jobs)} check(s), {jobs_n} at a time ...")
             for m in run_local(jobs, jobs_n, outputs=work, root=root, timeout=timeout):
                 done[f"{m['series']}/{m['artefact']}"] = m
+            if extra:                                 # the B runs as a second pool: A and B share a GPU alike
+                say(f"  then the {len(extra)} second timed run(s), {jobs_n} at a time ...")
+                for m in run_local(extra, jobs_n, outputs=work, root=root, timeout=timeout):
+                    done[("B", f"{m['series']}/{m['artefact']}")] = m
         for j in jobs:
             if j.art.id not in done:
                 say(f"  {j.art.id} ...")
                 done[j.art.id] = execute(j, outputs=work, root=root, timeout=timeout)
+        for j in extra:                               # with --jobs 1, one at a time after every A run
+            if ("B", j.art.id) in done:
+                continue
+            say(f"  {j.art.id} (x{j.art.gpu_scale['factor']:g} of {', '.join(j.art.gpu_scale['scale'])}) ...")
+            done[("B", j.art.id)] = execute(j, outputs=work, root=root, timeout=timeout)
     for i, j in enumerate(jobs, 1):
         say(f"  [{i}/{len(jobs)}] {j.art.id}")
         m = done[j.art.id]
@@ -125,14 +204,26 @@ def gpu_check(device: str = "cuda",            # cuda | cpu
         r = rows[-1]
         if bad and r["ok"]:
             r.update(ok=False, problem=bad)
+        if j.art.id in points:
+            ja, jb = points[j.art.id]
+            rb = check_row(j.art.id, done[("B", j.art.id)], dev)
+            r["scale"] = projection(j.art, ja, m, jb, done[("B", j.art.id)], declared=None)
+            if not rb["ok"] and r["ok"]:
+                r.update(ok=False, problem=f"second timed run: {rb['problem']}")
+            if r["projected_full_s"] is None and r["ok"]:   # a rate the notebook recorded itself comes first
+                r["projected_full_s"] = r["scale"].get("projected_full_s")
         proj = f", full projected {fmt_duration(r['projected_full_s'])}" if r["projected_full_s"] is not None else ""
+        if r.get("scale"):
+            proj = "; " + scale_text(r["scale"])
         say(f"      {'ok  ' if r['ok'] else 'FAIL'} {fmt_duration(r['wall_s'] or 0.0)}, {r['device']}, "
-            f"peak {r['cuda_peak_mib']:.0f} MiB" + (f"; {rate_text(r['rates'])}{proj}" if r["rates"] else "")
-            + (f" - {r['problem']}" if r["problem"] else ""))
+            f"peak {r['cuda_peak_mib']:.0f} MiB" + (f"; {rate_text(r['rates'])}" if r["rates"] else "")
+            + (proj if r["rates"] or r.get("scale") else "") + (f" - {r['problem']}" if r["problem"] else ""))
     projected = [r["projected_full_s"] for r in rows if r["projected_full_s"] is not None]
     report = {"device": dev, "gpu": info.get("gpu"), "finished": now(), "host": platform.node(),
               "profile": "small", "ok": all(r["ok"] for r in rows), "kernels": "forked" if preload else "fresh",
+              "jobs": jobs_n,
               "total_s": round(sum(r["wall_s"] or 0 for r in rows), 2),
+              "scale_s": round(sum(r["scale"]["points"][1]["wall_s"] or 0 for r in rows if r.get("scale")), 2),
               "projected_full_s": round(sum(projected), 1) if projected else None,   # the runs that project
               "not_projected": [r["artefact"] for r in rows if r["projected_full_s"] is None],
               "runs": rows}
@@ -156,6 +247,9 @@ def gpu_check_args(p: argparse.ArgumentParser):
     p.add_argument("--timeout", type=float, default=600.0, help="per-cell timeout in seconds (default 600)")
     p.add_argument("--jobs", type=int, default=1,
                    help="runs at once (default 1; on the CPU, e.g. the machine's cores; on one GPU keep 1)")
+    p.add_argument("--scale", dest="scale", action=argparse.BooleanOptionalAction, default=None,
+                   help="a second timed run of each artefact with a runs.yaml gpu_scale, to project full's wall "
+                        "time (default: on cuda only)")
     p.add_argument("--no-preload", dest="preload", action="store_false",
                    help="start each run's kernel as a fresh Python (default: forks of one process that imported "
                         "numpy, torch, transformers, ... once)")
@@ -165,5 +259,5 @@ def cmd_gpu_check(args) -> int:
     if args.jobs < 1:
         raise RunnerError(f"--jobs must be at least 1, got {args.jobs}")
     rep = gpu_check(args.device, args.targets, args.out, args.root, timeout=args.timeout, jobs_n=args.jobs,
-                    preload=args.preload)
+                    preload=args.preload, scale=args.scale)
     return 0 if rep["ok"] else 1

@@ -13,15 +13,15 @@ from .. import core
 
 # %% auto #0
 __all__ = ['PROFILES', 'TOP_KEYS', 'ARTEFACT_KEYS', 'PARAM_TYPES', 'FIXTURE_RUNS', 'FIXTURE_CLAIMS', 'FIXTURE_PARAMS',
-           'TOOLING_MODULES', 'RunnerError', 'Artefact', 'Series', 'load_series', 'load_registry', 'make_fixture',
-           'select', 'notebook_parameters', 'coerce_parameters', 'effective_parameters', 'parse_sets',
-           'notebook_fingerprint', 'module_closure', 'notebook_imports', 'library_modules', 'run_key', 'slot_name',
-           'run_dir', 'read_manifest']
+           'TOOLING_MODULES', 'RunnerError', 'Artefact', 'Series', 'work_names', 'work_units', 'load_series',
+           'load_registry', 'make_fixture', 'select', 'notebook_parameters', 'coerce_parameters',
+           'effective_parameters', 'parse_sets', 'notebook_fingerprint', 'module_closure', 'notebook_imports',
+           'library_modules', 'run_key', 'slot_name', 'run_dir', 'read_manifest']
 
 # %% ../../nbs/01a_registry.ipynb #4c060781
 PROFILES = core.PROFILES
 TOP_KEYS = ("series", "module", "paper", "artefacts")       # the keys a runs.yaml may have at the top level
-ARTEFACT_KEYS = ("notebook", "paper_ref", "gpu", "needs", "gpu_check", "after", *PROFILES)  # and per artefact
+ARTEFACT_KEYS = ("notebook", "paper_ref", "gpu", "needs", "gpu_check", "gpu_scale", "after", *PROFILES)  # per artefact
 PARAM_TYPES = ("int", "float", "bool", "str")                 # the annotations a parameters cell may use
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")            # artefact names: a plain folder name
 _MODULE = re.compile(r"^[a-z_][a-z0-9_]*$")
@@ -43,6 +43,7 @@ class Artefact:
     module: str | None = None   # the series' subpackage (neurips25.<module>), if any
     needs: dict = field(default_factory=dict)  # profile -> external sources it needs (neurips25.sources)
     gpu_check: dict = field(default_factory=dict)  # parameters over `small` for `neurips25 gpu-check` (a tinier size)
+    gpu_scale: dict = field(default_factory=dict)  # gpu-check's projection of full's time: two timed points (01h)
     after: tuple = ()           # artefacts of the series that, run in the same reproduction, finish before this starts
 
     @property
@@ -94,6 +95,85 @@ def _load_needs(v, where: str) -> dict:
     return out
 
 
+_WORK_FUNCS = {"n": lambda x: len([s for s in str(x).split(",") if s.strip()]) if isinstance(x, str) else 1,
+               "min": min, "max": max, "ceil": math.ceil, "log2": math.log2, "sqrt": math.sqrt}
+_WORK_NODES = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Constant, ast.Name, ast.Load, ast.Call, ast.Add, ast.Sub,
+               ast.Mult, ast.Div, ast.FloorDiv, ast.Pow, ast.USub, ast.UAdd)
+
+
+def work_names(expr: str) -> set:
+    "The parameter names a `gpu_scale.work` expression reads (a RunnerError for anything but plain arithmetic)."
+    try:
+        tree = ast.parse(str(expr), mode="eval")
+    except SyntaxError as e:
+        raise RunnerError(f"work expression {expr!r} does not parse: {e.msg}") from None
+    for node in ast.walk(tree):
+        if not isinstance(node, _WORK_NODES):
+            raise RunnerError(f"work expression {expr!r}: {type(node).__name__} is not allowed (numbers, parameter "
+                              f"names, + - * / // ** and {', '.join(_WORK_FUNCS)}(...) only)")
+        if isinstance(node, ast.Call) and not (isinstance(node.func, ast.Name) and node.func.id in _WORK_FUNCS
+                                               and not node.keywords):
+            raise RunnerError(f"work expression {expr!r}: only {', '.join(_WORK_FUNCS)}(...) may be called")
+        if isinstance(node, ast.Constant) and (isinstance(node.value, bool)
+                                               or not isinstance(node.value, (int, float))):
+            raise RunnerError(f"work expression {expr!r}: constant {node.value!r} is not a number")
+    calls = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - calls
+
+
+def work_units(expr: str,      # a `gpu_scale.work` expression, e.g. "n_seeds * (ae_steps + ebm_steps)"
+               params: dict,   # the run's effective parameters
+              ) -> float:
+    "Evaluate a work expression on a run's parameters (`n(x)`: the items of a comma-separated list parameter)."
+    missing = sorted(work_names(expr) - set(params))
+    if missing:
+        raise RunnerError(f"work expression {expr!r} reads {missing}, which the run's parameters do not have")
+    env = {k: v for k, v in params.items() if k in work_names(expr)}
+    bad = [k for k, v in env.items() if isinstance(v, bool) or not isinstance(v, (int, float, str))]
+    if bad:
+        raise RunnerError(f"work expression {expr!r}: parameter(s) {bad} are not numbers")
+    try:
+        v = eval(compile(ast.parse(str(expr), mode="eval"), "<work>", "eval"), {"__builtins__": {}, **_WORK_FUNCS}, env)
+    except Exception as e:                 # a str parameter in arithmetic, a division by zero, ...
+        raise RunnerError(f"work expression {expr!r} on {env}: {type(e).__name__}: {e}") from None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+        raise RunnerError(f"work expression {expr!r} on {env} is {v!r}; it must be a positive number")
+    return float(v)
+
+
+_SCALE_KEYS = ("unit", "work", "scale", "factor", "set", "note")
+
+
+def _load_gpu_scale(v, where: str) -> dict:
+    "`gpu_scale:` validated: unit, work (arithmetic), scale (parameter names), factor > 1, set (scalars), note."
+    if v is None:
+        return {}
+    where = f"{where}: gpu_scale"
+    if not isinstance(v, dict) or set(v) - set(_SCALE_KEYS) or not {"unit", "work", "scale"} <= set(v):
+        raise RunnerError(f"{where}: a mapping with unit, work and scale (optional factor, set, note), got {v!r}")
+    if not isinstance(v["unit"], str) or not v["unit"].isidentifier():
+        raise RunnerError(f"{where}: unit must be one word (steps, samples, tokens, ...), got {v['unit']!r}")
+    if not isinstance(v["work"], str):
+        raise RunnerError(f"{where}: work must be an arithmetic expression in quotes, got {v['work']!r}")
+    try:
+        work_names(v["work"])
+    except RunnerError as e:
+        raise RunnerError(f"{where}: {e}") from None
+    scale = v["scale"]
+    if not isinstance(scale, list) or not scale or not all(isinstance(s, str) and s.isidentifier() for s in scale):
+        raise RunnerError(f"{where}: scale must be a non-empty list of parameter names, got {scale!r}")
+    factor = v.get("factor", 3)
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not factor > 1 or not math.isfinite(factor):
+        raise RunnerError(f"{where}: factor must be a number > 1, got {factor!r}")
+    sets = v.get("set", {})
+    if not isinstance(sets, dict):
+        raise RunnerError(f"{where}: set must be a flat mapping of scalars, got {sets!r}")
+    for k, x in sets.items():
+        _check_scalar(x, f"{where}: set: parameter {k!r}")
+    return dict(unit=v["unit"], work=v["work"], scale=list(scale), factor=factor, set=dict(sets),
+                note=str(v.get("note", "")))
+
+
 def _load_artefact(path: Path, folder: str, module, name, a) -> Artefact:
     where = f"{path}: artefact {name!r}"
     if not isinstance(name, str) or not _NAME.match(name):
@@ -136,6 +216,7 @@ def _load_artefact(path: Path, folder: str, module, name, a) -> Artefact:
         raise RunnerError(f"{where}: 'after' must be an artefact name of this series or a list of them, got {after!r}")
     return Artefact(series=folder, name=name, notebook=nb_path, paper_ref=str(ref), gpu=gpu,
                     profiles=profiles, module=module, needs=_load_needs(a.get("needs"), where), gpu_check=dict(gc),
+                    gpu_scale=_load_gpu_scale(a.get("gpu_scale"), where),
                     after=tuple(after))
 
 

@@ -170,6 +170,9 @@ def gpu_check_section(outputs: Path) -> list[str]:
     for r in runs:
         rates = ", ".join(f"{cell(x.get('name'))} {float(x.get('value') or 0):.3g} {cell(x.get('unit'))}/s"
                           for x in r.get("rates") or [])
+        sc = r.get("scale") or {}
+        if sc.get("rate"):                                   # the two-run line's slope (gpu_scale)
+            rates += ("; " if rates else "") + f"{float(sc['rate']):.3g} {cell(sc.get('unit'))}/s (two runs)"
         proj = r.get("projected_full_s")
         L.append(f"| {cell(r.get('artefact'))} | {'✓' if r.get('ok') else '✗'} | {float(r.get('wall_s') or 0):.1f} s | "
                  f"{cell(r.get('device'))} | {float(r.get('cuda_peak_mib') or 0):.0f} MiB | {rates} | "
@@ -188,10 +191,32 @@ def gpu_check_section(outputs: Path) -> list[str]:
     if rep.get("projected_full_s") is not None:
         missing = rep.get("not_projected") or []
         L += [f"Projected `full` time of the timed work (Σ work_full / rate over each run's recorded rates, "
-              f"`core.record_rate`): {fmt_duration(float(rep['projected_full_s']))} in all"
+              f"`core.record_rate`, or the line through two timed runs of a runs.yaml `gpu_scale`): "
+              f"{fmt_duration(float(rep['projected_full_s']))} in all"
               + (f"; no projection for {', '.join(cell(m) for m in missing)} (no rate with its `full` work recorded)"
                  if missing else "")
               + ". Each rate's note in `gpu-check.json` says what it leaves out.", ""]
+    scaled = [r for r in runs if r.get("scale")]
+    if scaled:
+        L += ["Two-run projections (`gpu_scale` in the series' runs.yaml): each artefact ran twice on the GPU, the "
+              "second time with the named counts multiplied by the factor; the line t = a + b·w through the two "
+              "(work, wall) points gives the time per unit of work b (its rate 1/b) and the fixed part a, and "
+              "`full`'s projected time is a + b·w(full). It assumes time linear in the declared work, per-unit cost "
+              "at the sizes the runs used (`set`: full's network sizes where given), and the fixed part at the "
+              "check's data size.", "",
+              "| artefact | work (unit) | A: work, wall | B: work, wall | fixed a | w(full) | projected | leaves out |",
+              "|---|---|---|---|---|---|---|---|"]
+        for r in scaled:
+            sc = r["scale"]
+            pa, pb = (sc.get("points") or [{}, {}])[:2]
+            pt = [f"{float(x.get('work') or 0):.3g}, {float(x.get('wall_s') or 0):.1f} s" for x in (pa, pb)]
+            proj = sc.get("projected_full_s")
+            L.append(f"| {cell(r.get('artefact'))} | `{cell(sc.get('work'))}` ({cell(sc.get('unit'))}) | {pt[0]} | "
+                     f"{pt[1]} | {'' if sc.get('fixed_s') is None else format(float(sc['fixed_s']), '.1f') + ' s'} | "
+                     f"{float(sc.get('work_full') or 0):.3g} | "
+                     f"{fmt_duration(float(proj)) if proj is not None else cell(sc.get('problem') or '')} | "
+                     f"{cell(sc.get('note') or '')} |")
+        L.append("")
     return L
 
 
