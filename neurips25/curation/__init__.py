@@ -16,7 +16,8 @@ __all__ = ['SOURCES', 'SPLITS', 'Source', 'SourceNotInstalledError', 'MiniPile',
 from .corpus import (SOURCES, SPLITS, Source, SourceNotInstalledError, MiniPile, build_minipile,
                                        build_corpus, available_sources, read_source, chunk_text, count_tokens, dedup,
                                        corpus_sha256)
-from .embeddings import EMBEDDERS, Embedder, embed_docs, get_embedder, benchmark_embedders, throughput_report
+from .embeddings import (EMBEDDERS, Embedder, embed_docs, get_embedder, benchmark_embedders,
+                                           throughput_report)
 from .proxy import (ProxyLM, train_proxy, fit_tokenizer, encode_windows, short_documents,
                                       evaluate_docs, example_losses, heldout_by_source, toy_corpus)
 from .criteria import (preprocess, balanced_kmeans, variance_reduction, within_cluster_variance,

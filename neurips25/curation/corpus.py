@@ -44,11 +44,13 @@ def chunk_text(text: str,                     # the text (one packed stream of a
                max_docs: int | None = None,   # stop after this many documents (None: all)
               ) -> list[str]:
     "Cut `text` into consecutive documents of exactly `doc_tokens` tokens (the short tail is dropped)."
-    _check_tokenizer(tokenizer); doc_tokens = _check_positive_int(doc_tokens, "doc_tokens")
+    _check_tokenizer(tokenizer)
+    doc_tokens = _check_positive_int(doc_tokens, "doc_tokens")
     n_max = None if max_docs is None else _check_positive_int(max_docs, "max_docs")
     if tokenizer == "chars":
         n = len(text) // doc_tokens
-        if n == 0: raise ValueError(f"text of {len(text)} characters is shorter than one document of {doc_tokens} tokens")
+        if n == 0:
+            raise ValueError(f"text of {len(text)} characters is shorter than one document of {doc_tokens} tokens")
         n = n if n_max is None else min(n, n_max)
         return [text[i * doc_tokens:(i + 1) * doc_tokens] for i in range(n)]
     docs, start, k = [], None, 0
@@ -56,7 +58,8 @@ def chunk_text(text: str,                     # the text (one packed stream of a
         if k == 0: start = m.start()
         k += 1
         if k == doc_tokens:
-            docs.append(text[start:m.end()]); k = 0
+            docs.append(text[start:m.end()])
+            k = 0
             if n_max is not None and len(docs) >= n_max: break
     if not docs:
         raise ValueError(f"text of {count_tokens(text)} tokens is shorter than one document of {doc_tokens} tokens")
@@ -80,13 +83,19 @@ def dedup(texts: Sequence[str],      # texts in their priority order (the first 
     counts = {"exact": 0, "normalised": 0, "empty": 0}
     for i, t in enumerate(texts):
         n = normalise(t)
-        if not n: counts["empty"] += 1; continue
+        if not n:
+            counts["empty"] += 1
+            continue
         h = _sha(t)
-        if h in seen_exact: counts["exact"] += 1; continue
+        if h in seen_exact:
+            counts["exact"] += 1
+            continue
         seen_exact.add(h)
         if normalised:
             hn = _sha(n)
-            if hn in seen_norm: counts["normalised"] += 1; continue
+            if hn in seen_norm:
+                counts["normalised"] += 1
+                continue
             seen_norm.add(hn)
         keep.append(i)
     return keep, counts
@@ -136,7 +145,8 @@ def _python_code_units() -> list:
 def _python_docs_dir() -> Path:
     cands = sorted(Path("/usr/share/doc").glob("python3*/html/_sources"),
                    key=lambda p: [int(x) for x in re.findall(r"\d+", p.parts[-3])])
-    if not cands: raise _missing("python_docs", "the Python documentation sources (/usr/share/doc/python3.X/html/_sources)",
+    if not cands:
+        raise _missing("python_docs", "the Python documentation sources (/usr/share/doc/python3.X/html/_sources)",
                                  ["python3-doc"])
     return cands[-1]
 
@@ -145,13 +155,58 @@ def _python_docs_units() -> list:
 
 # %% ../../nbs/p08_curation/00_corpus.ipynb #30fd5e50
 MAN_DIR = Path("/usr/share/man")
-_GROFF_KEEP = {"SH", "SS", "B", "I", "BR", "BI", "IB", "IR", "RB", "RI", "SM", "SB", "OP", "UR", "MT", "Nm", "Nd",
-               "Sh", "Ss", "Fl", "Ar", "Op", "Pa", "Xr", "Dq", "Qq", "Sq", "Em", "Cm", "Ic", "Li", "Va", "Ev", "Fn", "Fa"}
-_ESC = [(re.compile(r"\\f(\[[^\]]*\]|\(..|.)"), ""), (re.compile(r"\\s[+-]?\d+"), ""), (re.compile(r"\\\*(\[[^\]]*\]|\(..|.)"), ""),
-        (re.compile(r"\\\((em|en)"), "-"), (re.compile(r"\\\((lq|rq|dq)"), '"'), (re.compile(r"\\\((oq|cq|aq)"), "'"),
-        (re.compile(r"\\\(bu"), "*"), (re.compile(r"\\\(..|\\\[[^\]]*\]"), ""), (re.compile(r"\\[-]"), "-"),
-        (re.compile(r"\\(e|\\)"), r"\\"), (re.compile(r"\\[ ~0]"), " "), (re.compile(r"\\[&,/|^%:)c]"), ""),
-        (re.compile(r"\\[nhvwkoz]'[^']*'|\\[nk](\(..|.)|\\[hvwoz]\S*"), "")]
+_GROFF_KEEP = {
+    "SH",
+    "SS",
+    "B",
+    "I",
+    "BR",
+    "BI",
+    "IB",
+    "IR",
+    "RB",
+    "RI",
+    "SM",
+    "SB",
+    "OP",
+    "UR",
+    "MT",
+    "Nm",
+    "Nd",
+    "Sh",
+    "Ss",
+    "Fl",
+    "Ar",
+    "Op",
+    "Pa",
+    "Xr",
+    "Dq",
+    "Qq",
+    "Sq",
+    "Em",
+    "Cm",
+    "Ic",
+    "Li",
+    "Va",
+    "Ev",
+    "Fn",
+    "Fa",
+}
+_ESC = [
+    (re.compile(r"\\f(\[[^\]]*\]|\(..|.)"), ""),
+    (re.compile(r"\\s[+-]?\d+"), ""),
+    (re.compile(r"\\\*(\[[^\]]*\]|\(..|.)"), ""),
+    (re.compile(r"\\\((em|en)"), "-"),
+    (re.compile(r"\\\((lq|rq|dq)"), '"'),
+    (re.compile(r"\\\((oq|cq|aq)"), "'"),
+    (re.compile(r"\\\(bu"), "*"),
+    (re.compile(r"\\\(..|\\\[[^\]]*\]"), ""),
+    (re.compile(r"\\[-]"), "-"),
+    (re.compile(r"\\(e|\\)"), r"\\"),
+    (re.compile(r"\\[ ~0]"), " "),
+    (re.compile(r"\\[&,/|^%:)c]"), ""),
+    (re.compile(r"\\[nhvwkoz]'[^']*'|\\[nk](\(..|.)|\\[hvwoz]\S*"), ""),
+]
 
 def strip_groff(src: str) -> str:
     "Plain text of a man page: groff requests dropped (text arguments kept), inline escapes removed."
@@ -161,7 +216,8 @@ def strip_groff(src: str) -> str:
         if line.startswith((".", "'")):
             parts = line[1:].strip().split(None, 1)
             if len(parts) == 2 and parts[0] == "IP":                  # .IP "tag" width: keep the tag only
-                m = re.match(r'"([^"]*)"|(\S+)', parts[1]); parts = ["IP", m[1] if m[1] is not None else m[2]]
+                m = re.match(r'"([^"]*)"|(\S+)', parts[1])
+                parts = ["IP", m[1] if m[1] is not None else m[2]]
             elif not parts or parts[0] not in _GROFF_KEEP or len(parts) == 1: continue
             line = parts[1].replace('"', "")
         for rx, rep in _ESC: line = rx.sub(rep, line)
@@ -182,7 +238,8 @@ WORDNET_DIR = Path("/usr/share/wordnet")
 
 def _wordnet_units() -> list:
     files = [WORDNET_DIR / f"data.{pos}" for pos in ("adj", "adv", "noun", "verb")]
-    if not all(f.is_file() for f in files): raise _missing("wordnet", f"the WordNet database ({WORDNET_DIR}/data.*)", ["wordnet-base"])
+    if not all(f.is_file() for f in files):
+        raise _missing("wordnet", f"the WordNet database ({WORDNET_DIR}/data.*)", ["wordnet-base"])
     return files
 
 def _wordnet_read(p: Path) -> list:
@@ -191,7 +248,8 @@ def _wordnet_read(p: Path) -> list:
     for line in _read_text(p).splitlines():
         if line.startswith("  ") or "|" not in line: continue          # the licence header lines start with 2 spaces
         head, gloss = line.split("|", 1)
-        f = head.split(); n = int(f[3], 16)
+        f = head.split()
+        n = int(f[3], 16)
         words = [w.replace("_", " ") for w in f[4:4 + 2 * n:2]]
         recs.append(f"{', '.join(words)}: {gloss.strip()}")
     return recs
@@ -202,7 +260,11 @@ _VERSE_RE = re.compile(r"^(\d?[A-Za-z]+)(\d+):(\d+) (.*)$")
 
 def _bible_units() -> list:
     if shutil.which("bible") is None or not BIBLE_DATA.is_file():
-        raise _missing("bible", "the King James Bible (the `bible` program and /usr/lib/bible.data)", ["bible-kjv", "bible-kjv-text"])
+        raise _missing(
+            "bible",
+            "the King James Bible (the `bible` program and /usr/lib/bible.data)",
+            ["bible-kjv", "bible-kjv-text"],
+        )
     return [BIBLE_DATA]
 
 def _bible_read(p: Path) -> list:
@@ -239,7 +301,11 @@ def _paragraphs(p: Path) -> list:
 LICENCE_DIRS = (Path("/usr/share/common-licenses"), Path("/usr/share/doc"))
 
 def _licence_units() -> list:
-    common = sorted(p for p in LICENCE_DIRS[0].glob("*") if p.is_file() and not p.is_symlink()) if LICENCE_DIRS[0].is_dir() else []
+    common = (
+        sorted(p for p in LICENCE_DIRS[0].glob("*") if p.is_file() and not p.is_symlink())
+        if LICENCE_DIRS[0].is_dir()
+        else []
+    )
     if not common: raise _missing("licences", f"the common licence texts ({LICENCE_DIRS[0]})", ["base-files"])
     return common + sorted(p for p in LICENCE_DIRS[1].glob("*/copyright") if p.is_file())
 
@@ -273,7 +339,9 @@ def available_sources() -> list[str]:
     "Names of the sources whose packages are installed on this machine."
     ok = []
     for n, s in SOURCES.items():
-        try: s.units(); ok.append(n)
+        try:
+            s.units()
+            ok.append(n)
         except SourceNotInstalledError: pass
     return ok
 
@@ -291,13 +359,15 @@ def read_source(name: str,                    # a key of SOURCES
                 min_units: int = 1,            # and read at least this many files (where there are that many)
                ) -> tuple[list[str], dict]:
     "Raw records of source `name` (files in seeded order, until `min_tokens` and `min_units`), and what was read."
-    src = get_source(name); _check_tokenizer(tokenizer)
+    src = get_source(name)
+    _check_tokenizer(tokenizer)
     units = src.units() if units is None else list(units)
     order = _rng(seed, "units", name).permutation(len(units))
     records, n_tok, n_bytes, k = [], 0, 0, 0
     for k, j in enumerate(order, 1):
         for r in src.read(units[j]):
-            records.append(r); n_bytes += len(r.encode("utf-8", "surrogatepass"))
+            records.append(r)
+            n_bytes += len(r.encode("utf-8", "surrogatepass"))
             if min_tokens is not None: n_tok += count_tokens(r, tokenizer)
         if min_tokens is not None and n_tok >= min_tokens and k >= min_units: break
     if not records or not any(r.strip() for r in records):
@@ -310,7 +380,10 @@ SPLITS = ("train", "val", "test")
 def _check_fractions(split_fractions) -> tuple:
     f = tuple(float(x) for x in split_fractions)
     if len(f) != 3 or min(f) < 0 or abs(sum(f) - 1) > 1e-9 or f[0] <= 0:
-        raise ValueError(f"split_fractions must be 3 non-negative numbers (train > 0, val, test) summing to 1, got {split_fractions!r}")
+        raise ValueError(
+            f"split_fractions must be 3 non-negative numbers (train > 0, val, test) summing to 1, got "
+            f"{split_fractions!r}"
+        )
     return f
 
 def _split_labels(n: int, fractions: tuple, rng: np.random.Generator) -> np.ndarray:
@@ -322,7 +395,8 @@ def corpus_sha256(docs: pd.DataFrame) -> str:
     "sha256 of a documents table (doc_id, source, split, text), row by row."
     h = hashlib.sha256()
     for row in docs[["doc_id", "source", "split", "text"]].itertuples(index=False):
-        h.update("\t".join(row).encode("utf-8", "surrogatepass")); h.update(b"\n")
+        h.update("\t".join(row).encode("utf-8", "surrogatepass"))
+        h.update(b"\n")
     return h.hexdigest()
 
 def pack_documents(records: Sequence[str],        # one source's records
@@ -333,7 +407,10 @@ def pack_documents(records: Sequence[str],        # one source's records
                   ) -> tuple[list[str], dict]:
     "Dedup records, shuffle, pack with blank lines, chunk into documents, dedup documents: (documents, counts)."
     keep, c_rec = dedup(records)
-    if not keep: raise ValueError(f"corpus source {name!r} is empty after deduplication ({len(records)} records, all duplicates or blank)")
+    if not keep:
+        raise ValueError(
+            f"corpus source {name!r} is empty after deduplication ({len(records)} records, all duplicates or blank)"
+        )
     recs = [records[i] for i in keep]
     recs = [recs[i] for i in _rng(seed, "records", name).permutation(len(recs))]
     stream = "\n\n".join(r.strip("\n") for r in recs)
@@ -358,18 +435,26 @@ def _check_caps(docs_per_source, names: Sequence[str]) -> dict:
 
 def build_corpus(records: Mapping[str, Sequence[str]],  # source name -> its records
                  doc_tokens: int = 128,                 # tokens per document
-                 docs_per_source: int | Mapping[str, int] | None = 200,  # cap per source (a dict: one per source; None: all)
+                 docs_per_source: int | Mapping[str, int] | None = 200,  # cap per source (a dict: one per source; None:
+                                                                         # all)
                  split_fractions: Sequence[float] = (0.8, 0.1, 0.1),  # train / val / test within each source
                  tokenizer: str = "whitespace",         # "whitespace" or "chars"
                  seed: int = 0,                         # every shuffle
                 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     "Documents table (doc_id, source, split, text) and per-source statistics from in-memory records."
     if not records: raise ValueError("no sources: records is empty")
-    names = list(records); caps = _check_caps(docs_per_source, names); fr = _check_fractions(split_fractions)
-    doc_tokens = _check_positive_int(doc_tokens, "doc_tokens"); _check_tokenizer(tokenizer)
-    return _assemble({n: pack_documents(records[n], doc_tokens, tokenizer, seed, n) for n in names}, caps, fr, doc_tokens, seed)
+    names = list(records)
+    caps = _check_caps(docs_per_source, names)
+    fr = _check_fractions(split_fractions)
+    doc_tokens = _check_positive_int(doc_tokens, "doc_tokens")
+    _check_tokenizer(tokenizer)
+    return _assemble(
+        {n: pack_documents(records[n], doc_tokens, tokenizer, seed, n) for n in names}, caps, fr, doc_tokens, seed
+    )
 
-def _assemble(packed: Mapping[str, tuple], caps: Mapping, fr: tuple, doc_tokens: int, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _assemble(
+    packed: Mapping[str, tuple], caps: Mapping, fr: tuple, doc_tokens: int, seed: int
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     "Cap (seeded random subset), split and label each source's packed documents."
     frames, stats = [], []
     for n, (docs, st) in packed.items():
@@ -380,12 +465,17 @@ def _assemble(packed: Mapping[str, tuple], caps: Mapping, fr: tuple, doc_tokens:
         if caps[n] is not None:                       # a seeded random subset of the distinct documents, not a prefix
             docs = [docs[i] for i in _rng(seed, "select", n).choice(len(docs), caps[n], replace=False)]
         lab = _split_labels(len(docs), fr, _rng(seed, "split", n))
-        frames.append(pd.DataFrame({"doc_id": [f"{n}:{i:06d}" for i in range(len(docs))], "source": n, "split": lab, "text": docs}))
+        frames.append(
+            pd.DataFrame(
+                {"doc_id": [f"{n}:{i:06d}" for i in range(len(docs))], "source": n, "split": lab, "text": docs}
+            )
+        )
         sd = frames[-1]
         stats.append({"source": n, **st, "documents": len(docs), **{s: int((lab == s).sum()) for s in SPLITS},
                       "sha256": corpus_sha256(sd)})
     docs = pd.concat(frames, ignore_index=True)
-    docs["source"] = docs["source"].astype(str); docs["split"] = docs["split"].astype(str)
+    docs["source"] = docs["source"].astype(str)
+    docs["split"] = docs["split"].astype(str)
     return docs, pd.DataFrame(stats)
 
 # %% ../../nbs/p08_curation/00_corpus.ipynb #1e863a76
@@ -426,8 +516,11 @@ class MiniPile:
     def __len__(self): return len(self.docs)
 
     def __repr__(self):
-        return (f"MiniPile({len(self.docs)} documents of {self.params.get('doc_tokens')} {self.params.get('tokenizer')} tokens "
-                f"from {len(self.sources)} sources, sha256 {self.sha256[:12]}…)")
+        return (
+            f"MiniPile({len(self.docs)} documents of {self.params.get('doc_tokens')} {self.params.get('tokenizer')} "
+            f"tokens "
+            f"from {len(self.sources)} sources, sha256 {self.sha256[:12]}…)"
+        )
 
 # %% ../../nbs/p08_curation/00_corpus.ipynb #97b830c6
 def source_fingerprint(names: Sequence[str],              # source names
@@ -438,13 +531,15 @@ def source_fingerprint(names: Sequence[str],              # source names
     for n in names:
         h = hashlib.sha256()
         for p in (get_source(n).units() if units is None else units[n]):
-            st = p.stat(); h.update(f"{p}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+            st = p.stat()
+            h.update(f"{p}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
         if n == "python_code": h.update(sys.version.encode())
         out[n] = h.hexdigest()
     return out
 
 def _build(names, caps, doc_tokens, split_fractions, tokenizer, seed, show, units) -> MiniPile:
-    t0 = time.perf_counter(); packed, reads = {}, {}
+    t0 = time.perf_counter()
+    packed, reads = {}, {}
     for n in progress(names, desc="mini-Pile sources", disable=None if show else True):
         need = None if caps[n] is None else 3 * caps[n] * doc_tokens + doc_tokens   # ~3 documents per one kept
         while True:
@@ -462,8 +557,14 @@ def _build(names, caps, doc_tokens, split_fractions, tokenizer, seed, show, unit
                         "licence": [s.licence for s in src], "files_read": [reads[n]["files_read"] for n in names],
                         "files": [reads[n]["files"] for n in names], "bytes": [reads[n]["bytes"] for n in names]})
     man = man.merge(stats, on="source")
-    params = dict(sources=list(names), docs_per_source=caps, doc_tokens=doc_tokens, split_fractions=list(split_fractions),
-                  tokenizer=tokenizer, seed=seed)
+    params = dict(
+        sources=list(names),
+        docs_per_source=caps,
+        doc_tokens=doc_tokens,
+        split_fractions=list(split_fractions),
+        tokenizer=tokenizer,
+        seed=seed,
+    )
     return MiniPile(docs, man, params, time.perf_counter() - t0)
 
 def build_minipile(sources: Sequence[str] | None = None,   # source names (None: all of SOURCES; each must be installed)
@@ -472,7 +573,7 @@ def build_minipile(sources: Sequence[str] | None = None,   # source names (None:
                    split_fractions: Sequence[float] = (0.8, 0.1, 0.1),  # train / val / test within each source
                    tokenizer: str = "whitespace",          # "whitespace" or "chars"
                    seed: int = 0,                          # every shuffle
-                   cache: bool | None = None,              # reuse/store under data/cache (default: core.cache_enabled())
+                   cache: bool | None = None,             # reuse/store under data/cache (default: core.cache_enabled())
                    show_progress: bool = True,             # tqdm bar over the sources
                   ) -> MiniPile:
     "Build (or load from the cache) the multi-source mini-Pile."
@@ -480,8 +581,10 @@ def build_minipile(sources: Sequence[str] | None = None,   # source names (None:
     if not names: raise ValueError("no sources requested")
     for n in names: get_source(n)
     if len(set(names)) != len(names): raise ValueError(f"a source is named twice in {names}")
-    caps = _check_caps(docs_per_source, names); fr = _check_fractions(split_fractions)
-    doc_tokens = _check_positive_int(doc_tokens, "doc_tokens"); _check_tokenizer(tokenizer)
+    caps = _check_caps(docs_per_source, names)
+    fr = _check_fractions(split_fractions)
+    doc_tokens = _check_positive_int(doc_tokens, "doc_tokens")
+    _check_tokenizer(tokenizer)
     units = {n: get_source(n).units() for n in names}                     # raises if a package is not installed
     params = dict(sources=names, docs_per_source=caps, doc_tokens=doc_tokens, split_fractions=list(fr),
                   tokenizer=tokenizer, seed=int(seed), fingerprint=source_fingerprint(names, units))
@@ -489,7 +592,8 @@ def build_minipile(sources: Sequence[str] | None = None,   # source names (None:
                      lambda: _build(names, caps, doc_tokens, fr, tokenizer, int(seed), show_progress, units),
                      modules=["neurips25.curation.corpus"], enabled=cache)
     if (core.cache_enabled() if cache is None else cache):
-        d = core.CACHE_PATH / "p08_minipile"; d.mkdir(parents=True, exist_ok=True)
+        d = core.CACHE_PATH / "p08_minipile"
+        d.mkdir(parents=True, exist_ok=True)
         rec = {"sha256": mp.sha256, "params": mp.params, "build_seconds": mp.build_seconds,
                "sources": json.loads(mp.manifest.to_json(orient="records"))}
         (d / f"manifest-{mp.sha256[:16]}.json").write_text(json.dumps(rec, indent=1))

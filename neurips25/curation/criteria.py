@@ -27,7 +27,10 @@ def check_embeddings(Z, name: str = "embeddings", min_rows: int = 1) -> np.ndarr
     if not np.issubdtype(Z.dtype, np.number): raise ValueError(f"{name} must be numeric, got dtype {Z.dtype}")
     Z = Z.astype(np.float64, copy=False)
     bad = ~np.isfinite(Z).all(1)
-    if bad.any(): raise ValueError(f"{name} contain NaN or inf in {int(bad.sum())} row(s), e.g. row {int(np.flatnonzero(bad)[0])}")
+    if bad.any():
+        raise ValueError(
+            f"{name} contain NaN or inf in {int(bad.sum())} row(s), e.g. row {int(np.flatnonzero(bad)[0])}"
+        )
     return Z
 
 def check_int(v, name: str, lo: int = 1, hi: int | None = None) -> int:
@@ -60,18 +63,27 @@ def preprocess(Z,                         # raw embeddings, shape (N, d)
     P = ((Z - mu) / sd) @ Vt.T
     nrm = np.linalg.norm(P, axis=1)
     if (nrm == 0).any():
-        raise ValueError(f"{int((nrm == 0).sum())} row(s) project onto 0 (e.g. row {int(np.flatnonzero(nrm == 0)[0])}): cannot L2-normalise")
+        raise ValueError(
+            f"{int((nrm == 0).sum())} row(s) project onto 0 (e.g. row {int(np.flatnonzero(nrm == 0)[0])}): cannot "
+            f"L2-normalise"
+        )
     return P / nrm[:, None]
 
 # %% ../../nbs/p08_curation/03_criteria.ipynb #0791dbdd
 def _sqdist_argmin(X, C, allowed, block: int = 1024):
     "Per row of X: the nearest column of C among `allowed` (bool, k) and its squared distance."
-    cn = (C * C).sum(1); cn = np.where(allowed, cn, np.inf)
-    idx = np.empty(len(X), dtype=np.int64); dist = np.empty(len(X))
+    cn = (C * C).sum(1)
+    cn = np.where(allowed, cn, np.inf)
+    idx = np.empty(len(X), dtype=np.int64)
+    dist = np.empty(len(X))
     for s in range(0, len(X), block):
         xb = X[s:s + block]
-        D = xb @ C.T; D *= -2; D += cn[None, :]                        # ||x-c||^2 - ||x||^2 (inf where not allowed)
-        j = D.argmin(1); idx[s:s + block] = j
+        # ||x-c||^2 - ||x||^2 (inf where not allowed)
+        D = xb @ C.T
+        D *= -2
+        D += cn[None, :]
+        j = D.argmin(1)
+        idx[s:s + block] = j
         dist[s:s + block] = D[np.arange(len(xb)), j] + (xb * xb).sum(1)
     return idx, np.maximum(dist, 0)
 
@@ -129,7 +141,8 @@ def _size_bounds(sizes, N: int, k: int) -> tuple[int, int] | None:
             return max(1, int(np.ceil(s / 5 - 1e-9))), int(np.floor(5 * s + 1e-9))   # [s/5, 5s] (App. B.3)
         raise ValueError(f"sizes must be 'paper', 'equal' or a (lo, hi) pair, got {sizes!r}")
     try: lo, hi = sizes
-    except (TypeError, ValueError): raise ValueError(f"sizes must be 'paper', 'equal' or a (lo, hi) pair, got {sizes!r}")
+    except (TypeError, ValueError):
+        raise ValueError(f"sizes must be 'paper', 'equal' or a (lo, hi) pair, got {sizes!r}")
     lo, hi = check_int(lo, "lower size bound"), check_int(hi, "upper size bound")
     if lo > hi: raise ValueError(f"lower size bound {lo} > upper size bound {hi}")
     if not k * lo <= N <= k * hi:
@@ -146,15 +159,21 @@ def _top_up(X, C, lab, lo):
         j = int(np.argmin(size))                                        # the most under-full cluster first
         cand = np.flatnonzero(size[lab] > lo)                           # points whose cluster can give one up
         extra = ((X[cand] - C[j]) ** 2).sum(1) - own[cand]
-        o = np.lexsort((cand, extra)); cand = cand[o]; don = lab[cand]
-        s = np.argsort(don, kind="stable"); ds = don[s]                 # rank of each candidate within its donor
+        o = np.lexsort((cand, extra))
+        cand = cand[o]
+        don = lab[cand]
+        # rank of each candidate within its donor
+        s = np.argsort(don, kind="stable")
+        ds = don[s]
         st = np.r_[0, np.flatnonzero(np.diff(ds)) + 1]
         rank = np.empty(len(s), dtype=np.int64)
         rank[s] = np.arange(len(s)) - np.repeat(st, np.diff(np.r_[st, len(s)]))
         take = cand[rank < size[don] - lo][:lo - size[j]]
         if len(take) < lo - size[j]: raise RuntimeError("no donor left for an under-full cluster (infeasible bounds)")
         np.subtract.at(size, lab[take], 1)
-        lab[take] = j; size[j] += len(take); own[take] = ((X[take] - C[j]) ** 2).sum(1)
+        lab[take] = j
+        size[j] += len(take)
+        own[take] = ((X[take] - C[j]) ** 2).sum(1)
     return lab
 
 def balanced_assign(X,                 # points, shape (N, d)
@@ -210,12 +229,14 @@ def kmeans_pp_init(Z, k: int, seed: int = 0, device: str | None = None) -> np.nd
             d2 = torch.minimum(d2, ((Zt - Zt[idx[t]]) ** 2).sum(1))
         return np.asarray(Z)[idx.cpu().numpy()]
     rng = np.random.default_rng(seed)
-    N = len(Z); idx = [int(rng.integers(N))]
+    N = len(Z)
+    idx = [int(rng.integers(N))]
     d2 = ((Z - Z[idx[0]]) ** 2).sum(1)
     for _ in range(1, k):
         tot = d2.sum()
         j = int(rng.choice(N, p=d2 / tot)) if tot > 0 else int(rng.integers(N))
-        idx.append(j); d2 = np.minimum(d2, ((Z - Z[j]) ** 2).sum(1))
+        idx.append(j)
+        d2 = np.minimum(d2, ((Z - Z[j]) ** 2).sum(1))
     return Z[np.array(idx)]
 
 def balanced_kmeans(Z,                   # (preprocessed) embeddings, shape (N, d)
@@ -232,7 +253,8 @@ def balanced_kmeans(Z,                   # (preprocessed) embeddings, shape (N, 
     avg_size = check_int(avg_size, "avg_size (average cluster size)", 1, len(Z))
     if assign not in ("greedy", "lp"): raise ValueError(f"assign must be 'greedy' or 'lp', got {assign!r}")
     if init not in ("k-means++", "forgy"): raise ValueError(f"init must be 'k-means++' or 'forgy', got {init!r}")
-    N = len(Z); k = max(1, int(round(N / avg_size)))
+    N = len(Z)
+    k = max(1, int(round(N / avg_size)))
     _size_bounds(sizes, N, k)                                            # a bad `sizes` fails before any work
     if device is not None: _device(device)                              # a bad device fails before any work
     C = kmeans_pp_init(Z, k, seed, device=device) if init == "k-means++" else \
@@ -264,8 +286,11 @@ def within_cluster_variance(losses, labels) -> np.ndarray:
     if not np.isfinite(losses).all(): raise ValueError("losses contain NaN or inf")
     lab = _labels(labels, len(losses))
     n = np.bincount(lab)
-    if n.min() < 2: raise ValueError(f"cluster {int(n.argmin())} has {int(n.min())} member: a within-cluster variance needs >= 2")
-    first = np.full(len(n), -1); first[lab[::-1]] = np.arange(len(lab))[::-1]   # first member of each cluster
+    if n.min() < 2:
+        raise ValueError(f"cluster {int(n.argmin())} has {int(n.min())} member: a within-cluster variance needs >= 2")
+    # first member of each cluster
+    first = np.full(len(n), -1)
+    first[lab[::-1]] = np.arange(len(lab))[::-1]
     d = losses - losses[first[lab]]                                          # shift by the first member: exact 0s
     s1, s2 = np.bincount(lab, d), np.bincount(lab, d * d)
     return np.maximum(s2 - s1 * s1 / n, 0) / (n - 1)
@@ -297,7 +322,7 @@ def epsilon_graph(Z,                          # points, shape (N, d)
                   eps: float,                 # squared-distance threshold
                   block_elems: int = 1 << 22, # distance-block size in floats (memory: 8 × this many bytes)
                   max_edges: int = 30_000_000,  # refuse (clear error) beyond this many edges
-                  method: str = "exact",      # 'exact' (numpy blocks), 'blocked' (torch blocks, CUDA) or 'ivf' (approx.)
+                  method: str = "exact",     # 'exact' (numpy blocks), 'blocked' (torch blocks, CUDA) or 'ivf' (approx.)
                   method_kw: dict | None = None,  # options of eps_pairs_blocked / eps_pairs_ivf
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     "Pairs i < j with ||z_i - z_j||^2 <= eps, and their squared distances (computed in row blocks)."
@@ -308,23 +333,35 @@ def epsilon_graph(Z,                          # points, shape (N, d)
     if method == "blocked": return eps_pairs_blocked(Z, eps, max_edges=max_edges, **(method_kw or {}))
     if method == "ivf": return eps_pairs_ivf(Z, eps, max_edges=max_edges, **(method_kw or {}))
     if method_kw: raise ValueError(f"method_kw {sorted(method_kw)} given for method='exact', which takes none")
-    N = len(Z); sq = (Z * Z).sum(1); I, J, D = [], [], []; n_edges = 0
+    N = len(Z)
+    sq = (Z * Z).sum(1)
+    I, J, D = [], [], []
+    n_edges = 0
     tol = 1e-12 * (2 * sq.max() + 1)                                       # rounding of the dot-product formula
     b = max(1, block_elems // N)
     for s in range(0, N, b):
         e = min(N, s + b)
-        G = Z[s:e] @ Z[s:].T                                               # rows s..e against columns s..N (upper triangle)
-        G *= -2; G += sq[s:e, None]; G += sq[None, s:]                     # ||z_i||^2 + ||z_j||^2 - 2 z_i·z_j, in place
+        G = Z[s:e] @ Z[s:].T                                           # rows s..e against columns s..N (upper triangle)
+        # ||z_i||^2 + ||z_j||^2 - 2 z_i·z_j, in place
+        G *= -2
+        G += sq[s:e, None]
+        G += sq[None, s:]
         i, j = np.nonzero(G <= eps + tol)                                  # candidates within rounding of eps
         i, j = i + s, j + s
-        up = j > i; i, j = i[up], j[up]
-        d = np.concatenate([((Z[i[t:t + 65536]] - Z[j[t:t + 65536]]) ** 2).sum(1) for t in range(0, len(i), 65536)] or [np.zeros(0)])
-        keep = d <= eps                                                    # exact differences: duplicates give exactly 0
+        up = j > i
+        i, j = i[up], j[up]
+        d = np.concatenate(
+            [((Z[i[t : t + 65536]] - Z[j[t : t + 65536]]) ** 2).sum(1) for t in range(0, len(i), 65536)]
+            or [np.zeros(0)]
+        )
+        keep = d <= eps                                                   # exact differences: duplicates give exactly 0
         n_edges += int(keep.sum())
         if n_edges > max_edges:
             raise MemoryError(f"the eps-graph at eps={eps:.4g} has more than max_edges={max_edges:,} edges; lower eps "
                               "or raise max_edges")
-        I.append(i[keep]); J.append(j[keep]); D.append(d[keep])
+        I.append(i[keep])
+        J.append(j[keep])
+        D.append(d[keep])
     return np.concatenate(I), np.concatenate(J), np.concatenate(D)
 
 @dataclass
@@ -361,32 +398,47 @@ def rac_complete(Z,                        # points, shape (N, d)
     Z = check_embeddings(Z)
     N = len(Z)
     r, c, mx = epsilon_graph(Z, eps_max, block_elems, max_edges, method=neighbours, method_kw=neighbours_kw)
-    rows, cols = np.r_[r, c], np.r_[c, r]; mx = np.r_[mx, mx]              # both directions: neighbour search per row
+    # both directions: neighbour search per row
+    rows, cols = np.r_[r, c], np.r_[c, r]
+    mx = np.r_[mx, mx]
     cnt = np.ones(len(rows), dtype=np.int64)
-    size = np.ones(N, dtype=np.int64); merges = []; rounds = 0
+    size = np.ones(N, dtype=np.int64)
+    merges = []
+    rounds = 0
     while True:
         valid = cnt == size[rows] * size[cols]                           # every cross pair is an edge: linkage = mx
         if not valid.all():                                              # a missing pair stays missing in every
             rows, cols, cnt, mx = rows[valid], cols[valid], cnt[valid], mx[valid]   # superset: prune for good
         if not len(rows): break
         rv, cv, mv = rows, cols, mx
-        o = np.lexsort((cv, mv, rv)); rv, cv, mv = rv[o], cv[o], mv[o]   # per cluster: nearest, ties by smaller id
+        # per cluster: nearest, ties by smaller id
+        o = np.lexsort((cv, mv, rv))
+        rv, cv, mv = rv[o], cv[o], mv[o]
         first = np.r_[True, rv[1:] != rv[:-1]]
-        nn = np.full(N, -1); h = np.full(N, np.inf)
-        nn[rv[first]] = cv[first]; h[rv[first]] = mv[first]
-        a = rv[first]; b = nn[a]
+        nn = np.full(N, -1)
+        h = np.full(N, np.inf)
+        nn[rv[first]] = cv[first]
+        h[rv[first]] = mv[first]
+        a = rv[first]
+        b = nn[a]
         keep = (nn[b] == a) & (a < b)                                    # reciprocal nearest neighbours
         a, b = a[keep], b[keep]
-        if not len(a): raise RuntimeError("RAC found valid links but no reciprocal pair")   # impossible with id tie-breaks
-        merges.append(np.c_[a, b, h[a]]); rounds += 1
-        g = np.arange(N); g[b] = a                                       # b joins a (a = smaller id)
-        size[a] += size[b]; size[b] = 0
+        if not len(a):                                                                   # impossible with id tie-breaks
+            raise RuntimeError("RAC found valid links but no reciprocal pair")
+        merges.append(np.c_[a, b, h[a]])
+        rounds += 1
+        # b joins a (a = smaller id)
+        g = np.arange(N)
+        g[b] = a
+        size[a] += size[b]
+        size[b] = 0
         rows, cols = g[rows], g[cols]
         off = rows != cols
         rows, cols, cnt, mx = rows[off], cols[off], cnt[off], mx[off]
         if not len(rows): break
         key = rows * N + cols
-        o = np.argsort(key, kind="stable"); key, rows, cols, cnt, mx = key[o], rows[o], cols[o], cnt[o], mx[o]
+        o = np.argsort(key, kind="stable")
+        key, rows, cols, cnt, mx = key[o], rows[o], cols[o], cnt[o], mx[o]
         st = np.r_[0, np.flatnonzero(np.diff(key)) + 1]
         rows, cols = rows[st], cols[st]
         cnt, mx = np.add.reduceat(cnt, st), np.maximum.reduceat(mx, st)  # Lance–Williams: counts add, diameters max
@@ -421,7 +473,8 @@ def eps_pairs_blocked(Z, eps: float,
     block_rows = check_int(block_rows, "block_rows")
     dev = _device(device)
     dt = torch.float64 if dev == "cpu" else torch.float32
-    T = torch.as_tensor(Z, dtype=dt, device=dev); sq = (T * T).sum(1)
+    T = torch.as_tensor(Z, dtype=dt, device=dev)
+    sq = (T * T).sum(1)
     tol = (1e-12 if dt == torch.float64 else 1e-5) * (2 * float(sq.max()) + 1)
     I, J = [], []
     with torch.no_grad():
@@ -429,9 +482,13 @@ def eps_pairs_blocked(Z, eps: float,
             e = min(len(Z), s + block_rows)
             p = _block_pairs(T[s:e], T[s:], sq[s:e], sq[s:], eps + tol)       # rows s..e against columns s..N
             i, j = p[:, 0] + s, p[:, 1] + s
-            up = j > i; I.append(i[up]); J.append(j[up])
+            up = j > i
+            I.append(i[up])
+            J.append(j[up])
             if sum(map(len, I)) > 4 * max_edges + 1_000_000:
-                raise MemoryError(f"more than {4 * max_edges:,} candidate pairs at eps={eps:.4g}: lower eps or raise max_edges")
+                raise MemoryError(
+                    f"more than {4 * max_edges:,} candidate pairs at eps={eps:.4g}: lower eps or raise max_edges"
+                )
     i, j = (np.concatenate(I), np.concatenate(J)) if I else (np.zeros(0, np.int64), np.zeros(0, np.int64))
     return _recheck(Z, i, j, eps, max_edges)
 
@@ -444,7 +501,8 @@ def eps_pairs_ivf(Z, eps: float,
                   device: str = "auto",
                   max_edges: int = 30_000_000,
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    "Approximate eps-graph by IVF coarse quantisation (k-means cells, n_probe probed cells); only true edges, recall <= 1."
+    ("Approximate eps-graph by IVF coarse quantisation (k-means cells, n_probe probed cells); only true edges, recall "
+     "<= 1.")
     from sklearn.cluster import KMeans
     Z = check_embeddings(Z)
     if not np.isfinite(eps) or eps < 0: raise ValueError(f"eps must be a finite number >= 0, got {eps}")
@@ -457,8 +515,10 @@ def eps_pairs_ivf(Z, eps: float,
     C = KMeans(n_lists, n_init=1, max_iter=25, random_state=seed).fit(fit).cluster_centers_
     dev = _device(device)
     dt = torch.float64 if dev == "cpu" else torch.float32
-    T = torch.as_tensor(Z, dtype=dt, device=dev); sq = (T * T).sum(1)
-    Ct = torch.as_tensor(C, dtype=dt, device=dev); sqc = (Ct * Ct).sum(1)
+    T = torch.as_tensor(Z, dtype=dt, device=dev)
+    sq = (T * T).sum(1)
+    Ct = torch.as_tensor(C, dtype=dt, device=dev)
+    sqc = (Ct * Ct).sum(1)
     probe = np.empty((N, n_probe), dtype=np.int64)
     with torch.no_grad():
         for s in range(0, N, block_rows):                                   # each point's n_probe nearest cells
@@ -466,18 +526,24 @@ def eps_pairs_ivf(Z, eps: float,
             G.mul_(-2).add_(sqc[None, :])
             probe[s:s + block_rows] = torch.topk(G, n_probe, dim=1, largest=False).indices.cpu().numpy()
     cell = probe[:, 0]                                                      # the nearest cell holds the point
-    members = np.argsort(cell, kind="stable"); mst = np.searchsorted(cell[members], np.arange(n_lists + 1))
-    q_pt = np.repeat(np.arange(N), n_probe); q_cell = probe.ravel()
-    qo = np.argsort(q_cell, kind="stable"); q_pt = q_pt[qo]; qst = np.searchsorted(q_cell[qo], np.arange(n_lists + 1))
+    members = np.argsort(cell, kind="stable")
+    mst = np.searchsorted(cell[members], np.arange(n_lists + 1))
+    q_pt = np.repeat(np.arange(N), n_probe)
+    q_cell = probe.ravel()
+    qo = np.argsort(q_cell, kind="stable")
+    q_pt = q_pt[qo]
+    qst = np.searchsorted(q_cell[qo], np.arange(n_lists + 1))
     tol = (1e-12 if dt == torch.float64 else 1e-5) * (2 * float(sq.max()) + 1)
     keys = []
     with torch.no_grad():
         for c in range(n_lists):
-            M = members[mst[c]:mst[c + 1]]; Q = q_pt[qst[c]:qst[c + 1]]
+            M = members[mst[c]:mst[c + 1]]
+            Q = q_pt[qst[c]:qst[c + 1]]
             if not len(M) or not len(Q): continue
             Mt = torch.as_tensor(M, device=dev)
             for s in range(0, len(Q), block_rows):
-                Qb = Q[s:s + block_rows]; Qt = torch.as_tensor(Qb, device=dev)
+                Qb = Q[s:s + block_rows]
+                Qt = torch.as_tensor(Qb, device=dev)
                 p = _block_pairs(T[Qt], T[Mt], sq[Qt], sq[Mt], eps + tol)
                 a, b = Qb[p[:, 0]], M[p[:, 1]]
                 ok = a != b
@@ -490,7 +556,8 @@ def eps_pairs_ivf(Z, eps: float,
 
 def edge_recall(approx, exact) -> float:
     "Share of the exact graph's pairs (i, j) that the approximate graph found (1.0 for an empty exact graph)."
-    ai, aj = approx[0], approx[1]; ei, ej = exact[0], exact[1]
+    ai, aj = approx[0], approx[1]
+    ei, ej = exact[0], exact[1]
     if not len(ei): return 1.0
     n = int(max(ai.max(initial=0), aj.max(initial=0), ei.max(), ej.max())) + 1
     return float(np.isin(ei * n + ej, ai * n + aj).mean())
@@ -503,7 +570,9 @@ def bench_neighbours(Z, eps: float,
     def timed(f):
         best, out = np.inf, None
         for _ in range(check_int(repeat, "repeat")):
-            t0 = time.perf_counter(); out = f(); best = min(best, time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            out = f()
+            best = min(best, time.perf_counter() - t0)
         return out, best
     ex, t_ex = timed(lambda: epsilon_graph(Z, eps))
     rows = [{"method": "exact (numpy blocks)", "seconds": t_ex, "edges": len(ex[0]), "recall": 1.0}]
@@ -512,10 +581,13 @@ def bench_neighbours(Z, eps: float,
                  "recall": edge_recall(bl, ex)})
     for npb in n_probes:
         iv, t_iv = timed(lambda: eps_pairs_ivf(Z, eps, n_lists=n_lists, n_probe=npb, device=device))
-        rows.append({"method": f"ivf n_probe={npb}", "seconds": t_iv, "edges": len(iv[0]), "recall": edge_recall(iv, ex)})
+        rows.append(
+            {"method": f"ivf n_probe={npb}", "seconds": t_iv, "edges": len(iv[0]), "recall": edge_recall(iv, ex)}
+        )
     df = pd.DataFrame(rows)
     df["speedup_vs_exact"] = t_ex / df.seconds
-    df.insert(0, "N", len(Z)); df.insert(1, "eps", eps)
+    df.insert(0, "N", len(Z))
+    df.insert(1, "eps", eps)
     return df
 
 # %% ../../nbs/p08_curation/03_criteria.ipynb #a59091b9
@@ -541,8 +613,11 @@ def random_select(N: int, budget: int, seed: int = 0) -> Selection:
 
 def nearest_to_centroid(Z, labels) -> np.ndarray:
     "For each cluster 0..K-1, the index of the member closest to the cluster mean (ties: smallest index)."
-    lab = _labels(labels, len(Z)); K = lab.max() + 1
-    C = np.zeros((K, Z.shape[1])); np.add.at(C, lab, Z); C /= np.bincount(lab)[:, None]
+    lab = _labels(labels, len(Z))
+    K = lab.max() + 1
+    C = np.zeros((K, Z.shape[1]))
+    np.add.at(C, lab, Z)
+    C /= np.bincount(lab)[:, None]
     d = ((Z - C[lab]) ** 2).sum(1)
     o = np.lexsort((np.arange(len(Z)), d, lab))
     return o[np.r_[True, lab[o][1:] != lab[o][:-1]]]
@@ -559,7 +634,8 @@ def diversity_select(Z,                        # preprocessed embeddings of the 
                     ) -> Selection:
     "Diameter-ε clustering (RAC), one centroid-nearest example per cluster, largest ε giving >= B clusters."
     Z = check_embeddings(Z)
-    N = len(Z); budget = _check_budget(budget, N)
+    N = len(Z)
+    budget = _check_budget(budget, N)
     if horizon not in ("double", "quantile"):
         raise ValueError(f"horizon must be 'double' or 'quantile', got {horizon!r}")
     if eps_max is None:
@@ -586,7 +662,9 @@ def diversity_select(Z,                        # preprocessed embeddings of the 
     n_at = N - np.searchsorted(h, cand, side="right")                 # clusters at each candidate ε
     ok = n_at >= budget
     if not ok.any():
-        raise ValueError(f"even at eps=0 there are only {int(n_at[0])} distinct clusters (exact duplicates) < budget {budget}")
+        raise ValueError(
+            f"even at eps=0 there are only {int(n_at[0])} distinct clusters (exact duplicates) < budget {budget}"
+        )
     eps = float(cand[ok][-1])                                         # the largest ε meeting the budget
     lab = res.labels(eps)
     reps = nearest_to_centroid(Z, lab)                                # one example per cluster
@@ -607,7 +685,9 @@ from . import proxy as _proxy
 
 def _sha_texts(texts) -> str:
     h = hashlib.sha256()
-    for t in texts: h.update(t.encode("utf-8", "surrogatepass")); h.update(b"\0")
+    for t in texts:
+        h.update(t.encode("utf-8", "surrogatepass"))
+        h.update(b"\0")
     return h.hexdigest()
 
 @dataclass
@@ -677,7 +757,8 @@ def prepare_pool(docs: pd.DataFrame,            # documents: columns source, spl
     vtexts, vsrc = _split(docs, "val", names)
     if embed_fn is None:
         from neurips25.curation.embeddings import embed_docs as embed_fn
-    pk = dict(proxy_kw or {}); pk["checkpoints"] = sorted(set(pk.get("checkpoints", ())) | set(loss_steps))
+    pk = dict(proxy_kw or {})
+    pk["checkpoints"] = sorted(set(pk.get("checkpoints", ())) | set(loss_steps))
     if amp: pk["amp"] = True
     px = _proxy.train_proxy(texts, cache=cache, **pk)
     el = lambda m: _proxy.example_losses(m, px.tokenizer, texts, batch_size=loss_batch, amp=amp)
@@ -713,14 +794,16 @@ def sample_pools(docs: pd.DataFrame,            # documents: columns source, spl
                                "raise loss_seed_offset above the seed range")
     texts, src = _split(docs, "train", names)
     vtexts, vsrc = _split(docs, "val", names)
-    N = len(texts); m = int(round(fraction * N))
+    N = len(texts)
+    m = int(round(fraction * N))
     if m < 2: raise ValueError(f"a {fraction} sample of {N} pool documents has {m} < 2 documents")
     if embed_fn is None:
         from neurips25.curation.embeddings import embed_docs as embed_fn
     fixed = {}                                         # document-wise embedders: once on the whole train split
     for name in embedders:
         if not name.startswith("lm_"): fixed[name] = _embed_cached(name, texts, embed_kw, None, embed_fn, cache, amp)
-    pk = dict(proxy_kw or {}); pk["checkpoints"] = sorted(set(pk.get("checkpoints", ())) | set(loss_steps))
+    pk = dict(proxy_kw or {})
+    pk["checkpoints"] = sorted(set(pk.get("checkpoints", ())) | set(loss_steps))
     pk.pop("seed", None)
     if amp: pk["amp"] = True
     pools = []
@@ -739,7 +822,8 @@ def sample_pools(docs: pd.DataFrame,            # documents: columns source, spl
         for name in embedders:
             if name in fixed: X, row = fixed[name][0][idx], {**fixed[name][1]}
             else: X, row = _embed_cached(name, tx, embed_kw, px, embed_fn, cache, amp)
-            embs[name] = X; rows.append({**row, "seed": r})
+            embs[name] = X
+            rows.append({**row, "seed": r})
         pools.append(Pool(tx, src[idx], names, vtexts, vsrc, px, losses_of(pl), embs, pd.DataFrame(rows), seed=r,
                           indices=idx, loss_proxy=pl, same_proxy_losses=losses_of(px)))
     return pools
@@ -773,7 +857,8 @@ def cluster_scores(embeddings: dict,            # name -> raw (N, d) embeddings 
     pre = {n: preprocess(Z, n_components, fit_size=pca_fit_size) for n, Z in embeddings.items()}
     rows = []
     for name, s, sd in progress(jobs, desc="C1/C3 clusterings"):
-        if len(embeddings.get(name, ())) not in (0, N): raise ValueError(f"embedding {name!r} has {len(embeddings[name])} rows for {N} examples")
+        if len(embeddings.get(name, ())) not in (0, N):
+            raise ValueError(f"embedding {name!r} has {len(embeddings[name])} rows for {N} examples")
         lab = random_balanced_labels(N, s, sd) if name == "random partition" else \
             balanced_kmeans(pre[name], s, seed=sd, sizes=kmeans_sizes, device=device)
         n_c = np.bincount(lab)
@@ -788,7 +873,8 @@ def curation_experiment(pool: Pool,
                         methods: Sequence[str],     # "random" or embedding names of pool.embeddings
                         budget: int,                # documents selected, B
                         seeds: Sequence[int] = (0, 1, 2),  # retraining seeds (also the selector / random-subset seed)
-                        train_kw: dict | None = None,  # train_proxy arguments of the fresh LMs (steps fixes the token budget)
+                        train_kw: dict | None = None,  # train_proxy arguments of the fresh LMs (steps fixes the token
+                                                       # budget)
                         n_components: int = 64,     # PCA components before the selector
                         cache: bool | None = None,
                         select_kw: dict | None = None,  # diversity_select options (neighbours, neighbours_kw,
@@ -796,11 +882,14 @@ def curation_experiment(pool: Pool,
                         pca_fit_size: int | None = None,  # fit the standardiser and PCA on this many points
                        ) -> pd.DataFrame:
     "C2: select `budget` pool documents per method and seed, pretrain a fresh LM, evaluate held-out per source."
-    N = len(pool.texts); budget = _check_budget(budget, N)
+    N = len(pool.texts)
+    budget = _check_budget(budget, N)
     unknown = [m for m in methods if m != "random" and m not in pool.embeddings]
-    if unknown: raise ValueError(f"unknown selection method(s) {unknown}: use 'random' or one of {sorted(pool.embeddings)}")
+    if unknown:
+        raise ValueError(f"unknown selection method(s) {unknown}: use 'random' or one of {sorted(pool.embeddings)}")
     if len(seeds) < 1: raise ValueError("need at least one seed")
-    tk = dict(train_kw or {}); tk.setdefault("n_ctx", pool.proxy.n_ctx)
+    tk = dict(train_kw or {})
+    tk.setdefault("n_ctx", pool.proxy.n_ctx)
     pre = {m: preprocess(pool.embeddings[m], n_components, fit_size=pca_fit_size) for m in methods if m != "random"}
     rows, base = [], {}                          # the RAC of an embedding does not depend on the seed: run it once
     for sd in seeds:

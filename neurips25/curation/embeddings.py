@@ -22,9 +22,11 @@ __all__ = ['EMBEDDERS', 'check_texts', 'check_finite', 'tfidf_embed', 'hashed_ng
 def check_texts(texts: Sequence[str],  # documents
                ) -> list[str]:
     "`texts` as a list of non-blank strings (a clear error otherwise)."
-    if isinstance(texts, str): raise ValueError("texts must be a list of strings, got a single string: wrap it in a list")
+    if isinstance(texts, str):
+        raise ValueError("texts must be a list of strings, got a single string: wrap it in a list")
     if isinstance(texts, (pd.Series, np.ndarray)): texts = list(texts)
-    if not isinstance(texts, (list, tuple)): raise ValueError(f"texts must be a list of strings, got {type(texts).__name__}")
+    if not isinstance(texts, (list, tuple)):
+        raise ValueError(f"texts must be a list of strings, got {type(texts).__name__}")
     if not texts: raise ValueError("empty batch: no texts to embed")
     bad = [i for i, t in enumerate(texts) if not isinstance(t, str)]
     if bad: raise ValueError(f"texts must be strings: item {bad[0]} is a {type(texts[bad[0]]).__name__}")
@@ -120,7 +122,8 @@ def lm_token_embed(texts: list[str],             # documents to embed
                    tokenizer=None,               # its tokenizer
                    batch_size: int = 64,         # texts per batch
                    truncation: bool | str = "right",  # "right": keep the first tokens; False: error if too long
-                   max_tokens: int | None = None,     # tokens kept per text (default: those lm_output sees, context − <bos>)
+                   max_tokens: int | None = None,     # tokens kept per text (default: those lm_output sees, context −
+                                                      # <bos>)
                   ) -> np.ndarray:
     "Mean input-token embedding over each text's tokens (paper: LM Token Embeds)."
     _need_model("lm_token", model, tokenizer)
@@ -155,7 +158,9 @@ def lm_output_embed(texts: list[str], model=None, tokenizer=None, batch_size: in
 
 def _need_model(name: str, model, tokenizer):
     if model is None or tokenizer is None:
-        raise ValueError(f"embedder {name!r} needs model= and tokenizer= (a causal LM, e.g. the proxy LM of curation.proxy)")
+        raise ValueError(
+            f"embedder {name!r} needs model= and tokenizer= (a causal LM, e.g. the proxy LM of curation.proxy)"
+        )
 
 _SMOLLM2: dict = {}
 
@@ -218,7 +223,8 @@ def embed_docs(name: str,             # a key of EMBEDDERS
                **kw,                  # the embedder's options (see EMBEDDERS[name].params())
               ) -> np.ndarray:
     "Embed `texts` with the registered embedder `name`: a finite float32 array of shape (n, d)."
-    e = get_embedder(name); texts = check_texts(texts)
+    e = get_embedder(name)
+    texts = check_texts(texts)
     bad = sorted(set(kw) - set(e.params()))
     if bad: raise ValueError(f"embedder {name!r} takes no argument(s) {bad}; it accepts {e.params()}")
     X = np.asarray(e.fn(texts, **kw), dtype=np.float32)
@@ -233,8 +239,13 @@ def benchmark_embedders(texts: Sequence[str],                # documents (all em
                         warmup: int = 4,                     # texts of the untimed warm-up call
                        ) -> pd.DataFrame:
     "Wall and CPU time and documents/s of each embedder on `texts`."
-    texts = check_texts(texts); kwargs = dict(kwargs or {})
-    names = [n for n, e in EMBEDDERS.items() if not e.needs_model and not n.startswith("smollm2")] if names is None else list(names)
+    texts = check_texts(texts)
+    kwargs = dict(kwargs or {})
+    names = (
+        [n for n, e in EMBEDDERS.items() if not e.needs_model and not n.startswith("smollm2")]
+        if names is None
+        else list(names)
+    )
     rows = []
     for n in names:
         kw = kwargs.get(n, {})
@@ -242,24 +253,36 @@ def benchmark_embedders(texts: Sequence[str],                # documents (all em
         t0, c0 = time.perf_counter(), time.process_time()
         X = embed_docs(n, texts, **kw)
         dt, dc = time.perf_counter() - t0, time.process_time() - c0
-        rows.append({"embedder": n, "n_docs": len(texts), "dim": X.shape[1], "seconds": dt, "docs_per_s": len(texts) / dt,
-                     "cpu_seconds": dc, "docs_per_cpu_s": len(texts) / max(dc, 1e-9)})
+        rows.append(
+            {
+                "embedder": n,
+                "n_docs": len(texts),
+                "dim": X.shape[1],
+                "seconds": dt,
+                "docs_per_s": len(texts) / dt,
+                "cpu_seconds": dc,
+                "docs_per_cpu_s": len(texts) / max(dc, 1e-9),
+            }
+        )
     return pd.DataFrame(rows)
 
 # %% ../../nbs/p08_curation/01_embeddings.ipynb #9b8b54cf
-def throughput_report(docs_per_source: int = 125,   # corpus size per source for the build timing
-                      doc_tokens: int = 128,        # tokens per document
-                      n_docs: int = 400,            # documents embedded per embedder
-                      names: Sequence[str] = ("byte_random", "hashed_ngrams", "tfidf", "lm_token", "lm_output", "minilm"),
-                      mp=None,                      # an already built MiniPile (then the build is not timed)
-                      seed: int = 0,                # corpus seed
-                     ) -> tuple[pd.DataFrame, pd.DataFrame]:
+def throughput_report(
+    docs_per_source: int = 125,  # corpus size per source for the build timing
+    doc_tokens: int = 128,  # tokens per document
+    n_docs: int = 400,  # documents embedded per embedder
+    names: Sequence[str] = ("byte_random", "hashed_ngrams", "tfidf", "lm_token", "lm_output", "minilm"),
+    mp=None,  # an already built MiniPile (then the build is not timed)
+    seed: int = 0,  # corpus seed
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     "(corpus build timing, embedder throughput) on this machine's CPU."
     from neurips25.curation.corpus import build_minipile
     build = pd.DataFrame()
     if mp is None:
         t0, c0 = time.perf_counter(), time.process_time()
-        mp = build_minipile(docs_per_source=docs_per_source, doc_tokens=doc_tokens, seed=seed, cache=False, show_progress=False)
+        mp = build_minipile(
+            docs_per_source=docs_per_source, doc_tokens=doc_tokens, seed=seed, cache=False, show_progress=False
+        )
         build = pd.DataFrame([{"documents": len(mp), "sources": len(mp.sources), "doc_tokens": doc_tokens,
                                "seconds": time.perf_counter() - t0, "cpu_seconds": time.process_time() - c0,
                                "sha256": mp.sha256[:16]}])

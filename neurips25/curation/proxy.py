@@ -26,19 +26,23 @@ def toy_corpus(n_per_source: int = 50,   # documents per source
     rng = np.random.default_rng(seed)
     rel = list(lm.TOY_RELATIONS)
     def fact():
-        r = rel[rng.integers(len(rel))]; objs = lm.TOY_RELATIONS[r]
+        r = rel[rng.integers(len(rel))]
+        objs = lm.TOY_RELATIONS[r]
         return f"{lm.TOY_FIRST[rng.integers(10)]} {lm.TOY_LAST[rng.integers(10)]} {r} {objs[rng.integers(len(objs))]} ."
     def code():
-        v = "xyzabc"[rng.integers(6)]; f = ("add", "scale", "shift", "clip")[rng.integers(4)]
+        v = "xyzabc"[rng.integers(6)]
+        f = ("add", "scale", "shift", "clip")[rng.integers(4)]
         return f"def {f}_{rng.integers(10)}({v}): return {v} {'+-*'[rng.integers(3)]} {rng.integers(100)}"
     def arith():
-        a, b = rng.integers(100, size=2); return f"{a} plus {b} is {a + b} ."
+        a, b = rng.integers(100, size=2)
+        return f"{a} plus {b} is {a + b} ."
     texts, labels = [], []
     for si, gen in enumerate((fact, code, arith)):
         for _ in range(n_per_source):
             words = []
             while len(words) < n_words: words += gen().split()
-            texts.append(" ".join(words)); labels.append(si)
+            texts.append(" ".join(words))
+            labels.append(si)
     return texts, np.array(labels)
 
 # %% ../../nbs/p08_curation/02_proxy.ipynb #1a0e55c7
@@ -97,7 +101,9 @@ class ProxyLM:
         "The proxy after `step` optimiser updates (a snapshot, or the final model at the last step)."
         if step == len(self.history): return self.model
         if step not in self.checkpoints:
-            raise KeyError(f"no checkpoint at step {step}: have {sorted(self.checkpoints)} and the final step {len(self.history)}")
+            raise KeyError(
+                f"no checkpoint at step {step}: have {sorted(self.checkpoints)} and the final step {len(self.history)}"
+            )
         m = lm.tiny_lm(self.tokenizer, **self.config["model"])
         return lm.load_untied(m, self.checkpoints[step]).eval()
 
@@ -145,12 +151,15 @@ def train_proxy(texts: Sequence[str],         # training documents (each at leas
         return ProxyLM(tokenizer, model, hist, n_ctx, {}, cfg)
     built = {}
     def compute():
-        model = model_fn(); snaps = {}; calls = [0]
+        model = model_fn()
+        snaps = {}
+        calls = [0]
         def loss_fn(m, batch):                            # called once per step (grad_accum = 1), before the update
             if calls[0] in ckpts: snaps[calls[0]] = {k: v.clone() for k, v in lm.untied_state_dict(m).items()}
             calls[0] += 1
             return lm.mean_token_loss(m, batch)           # the default token-mean NLL of lm.train_lm
-        hist = lm.train_lm(model, data, loss_fn=loss_fn, **train_kw); built["model"] = model
+        hist = lm.train_lm(model, data, loss_fn=loss_fn, **train_kw)
+        built["model"] = model
         return {"state_dict": lm.untied_state_dict(model), "checkpoints": snaps, "history": hist}
     params = {"model": lm.lm_key(model_fn(), tokenizer), "data": lm.data_hash(data),
               "train": {k: v for k, v in train_kw.items() if k != "desc"}, "checkpoints": ckpts}
@@ -194,7 +203,9 @@ def evaluate_docs(model, tokenizer,
     "Per document: `loss` (mean next-token NLL over its window, ℓ(x)) and `accuracy` (top-1 next-token)."
     n_ctx = n_ctx or lm.context_length(model)
     enc = encode_windows(tokenizer, texts, n_ctx)
-    dev = lm.model_device(model); was = model.training; model.eval()
+    dev = lm.model_device(model)
+    was = model.training
+    model.eval()
     loss, acc = np.empty(len(texts)), np.empty(len(texts))
     ctx = contextlib.nullcontext
     if amp and dev.type == "cuda": ctx = lambda: torch.autocast(device_type="cuda", dtype=torch.bfloat16)

@@ -160,7 +160,8 @@ def gpu_check(device: str = "cuda",            # cuda | cpu
         for i, j in enumerate(jobs):
             if j.art.gpu_scale:
                 a, b = scale_points(j.art)
-                ja, jb = (plan([j.art.id], "small", o, device=dev, force=True, root=root, outputs=work)[0] for o in (a, b))
+                ja, jb = (plan([j.art.id], "small", o, device=dev, force=True, root=root, outputs=work)[0]
+                          for o in (a, b))
                 projection(j.art, ja, {}, jb, {})      # a work expression that cannot be evaluated fails here
                 jobs[i], points[j.art.id] = ja, (ja, jb)
     extra = [jb for _, jb in points.values()]       # the B runs: after every A run

@@ -122,19 +122,33 @@ def run_trials(grids: Mapping[str, Mapping[str, Sequence]],      # method -> {pa
     return pd.DataFrame(rows)
 
 # %% ../../nbs/p09_unlearning/06_benchmark.ipynb #d08c96e6
-BENCH_METRICS = ("forget_es", "forget_em", "forget_para_prob", "forget_tr_prob_mean", "forget_prob", "forget_truth_ratio",
-                 "mia_loss", "mia_zlib", "mia_min_k", "mia_min_k_plus_plus", "model_utility")
+BENCH_METRICS = (
+    "forget_es",
+    "forget_em",
+    "forget_para_prob",
+    "forget_tr_prob_mean",
+    "forget_prob",
+    "forget_truth_ratio",
+    "mia_loss",
+    "mia_zlib",
+    "mia_min_k",
+    "mia_min_k_plus_plus",
+    "model_utility",
+)
 
 def scaled_grid(method: str,              # a method of unlearning.methods.GRIDS
                 n_trials: int = 3,        # grid points kept (paper: 27 per method)
                 lr_scale: float = 100.0,  # lr multiplier (tiny models: ~100)
                 seed: int = 0,            # which values of the other axes
                ) -> list[dict]:
-    "A scaled-down grid: n_trials lrs evenly spread over the method's lr axis, the other hyperparameters drawn at random."
+    ("A scaled-down grid: n_trials lrs evenly spread over the method's lr axis, the other hyperparameters drawn at "
+     "random.")
     from neurips25.unlearning.methods import GRIDS
     if method not in GRIDS: raise ValueError(f"no grid for {method!r}; grids: {', '.join(GRIDS)}")
-    if not isinstance(n_trials, (int, np.integer)) or n_trials < 1: raise ValueError(f"n_trials must be a positive int, got {n_trials!r}")
-    g = GRIDS[method]; lrs = sorted(g["lr"])
+    if not isinstance(n_trials, (int, np.integer)) or n_trials < 1:
+        raise ValueError(f"n_trials must be a positive int, got {n_trials!r}")
+    g = GRIDS[method]
+    lrs = sorted(g["lr"])
     idx = np.unique(np.round(np.linspace(0, len(lrs) - 1, n_trials)).astype(int)) if n_trials > 1 else [len(lrs) // 2]
     rng = np.random.default_rng(seed + sum(map(ord, method)))
     out = []
@@ -157,7 +171,7 @@ def benchmark_experiment(kind: str = "tiny",       # model kind of unlearning.mo
                          grid_seed: int = 0,       # the scaled-down grid (the same for every seed)
                          device: str = "auto",
                          cache: bool | None = None,
-                         data: str = "synth",      # "synth" (SynthTOFU) | "tofu" (the data layer's TOFU; n_authors ignored)
+                         data: str = "synth",  # "synth" (SynthTOFU) | "tofu" (the data layer's TOFU; n_authors ignored)
                          model_path: str | None = None,  # model kind "hf": a local HF folder or a registered source
                          grad_accum: int = 1,      # unlearning micro-batches per step (official: 4, effective 32)
                         ) -> dict:
@@ -183,20 +197,41 @@ def benchmark_experiment(kind: str = "tiny",       # model kind of unlearning.mo
             for i, p in enumerate(trials):
                 t0 = time.perf_counter()
                 try:
-                    m, hist = unlearn_copy(tm.full, inputs, meth, epochs=unlearn_epochs, batch_size=batch_size, seed=seed,
-                                           grad_accum=grad_accum, **p)
+                    m, hist = unlearn_copy(
+                        tm.full,
+                        inputs,
+                        meth,
+                        epochs=unlearn_epochs,
+                        batch_size=batch_size,
+                        seed=seed,
+                        grad_accum=grad_accum,
+                        **p
+                    )
                     row = {**ev(m), "steps": int(hist.attrs["steps"]), "failed": False}
                 except FloatingPointError as e:
                     row = {"failed": True, "error": str(e)[:200]}
                 rows.append({"method": meth, "trial": i, **p, **row, "seconds": time.perf_counter() - t0})
         return {"trials": pd.DataFrame(rows), "target": ev(tm.full), "retain": ev(tm.retain), "model": kind}
-    params = dict(kind=kind, seed=seed, n_authors=n_authors, n_questions=n_questions, forget=forget, target_epochs=target_epochs,
-                  grids=grids, unlearn_epochs=unlearn_epochs, batch_size=batch_size)
-    if data != "synth" or mkw or grad_accum != 1: params.update(data=data, grad_accum=grad_accum, **mkw)   # medium keys as before
-    return cached("p09_benchmark_experiment", params, compute, modules=["neurips25.unlearning", "neurips25.lm"], enabled=cache)
+    params = dict(
+        kind=kind,
+        seed=seed,
+        n_authors=n_authors,
+        n_questions=n_questions,
+        forget=forget,
+        target_epochs=target_epochs,
+        grids=grids,
+        unlearn_epochs=unlearn_epochs,
+        batch_size=batch_size,
+    )
+    if data != "synth" or mkw or grad_accum != 1:                                                # medium keys as before
+        params.update(data=data, grad_accum=grad_accum, **mkw)
+    return cached(
+        "p09_benchmark_experiment", params, compute, modules=["neurips25.unlearning", "neurips25.lm"], enabled=cache
+    )
 
 def benchmark_results(res: Mapping) -> tuple[pd.DataFrame, pd.DataFrame]:
-    "(all trials scored, the selected trial per method plus the Init. finetuned and Retain baselines) of one experiment."
+    ("(all trials scored, the selected trial per method plus the Init. finetuned and Retain baselines) of one "
+     "experiment.")
     tr = res["trials"]
     ok = tr[~tr.failed.astype(bool)]
     if ok.empty: raise ValueError("every trial failed (diverged): nothing to select")
@@ -215,7 +250,7 @@ PAPER_TABLE3 = pd.DataFrame([
     ("Init. finetuned", 0.00, 0.00, 0.10, 1.00), ("Retain", 0.58, 0.31, 1.00, 0.99), ("SimNPO", 0.53, 0.32, 0.63, 1.00),
     ("RMU", 0.52, 0.47, 0.50, 0.61), ("UNDIAL", 0.42, 0.27, 0.48, 0.78), ("AltPO", 0.15, 0.63, 0.06, 0.95),
     ("IdkNLL", 0.15, 0.08, 0.17, 0.93), ("NPO", 0.15, 0.52, 0.06, 0.99), ("IdkDPO", 0.14, 0.56, 0.06, 0.95),
-    ("GradDiff", 0.009, 0.97, 0.003, 0.79)], columns=["method", "agg", "mem", "priv", "util"])   # OpenUnlearning Table 3
+    ("GradDiff", 0.009, 0.97, 0.003, 0.79)], columns=["method", "agg", "mem", "priv", "util"])  # OpenUnlearning Table 3
 
 def paper_rankings() -> pd.DataFrame:
     "The paper's methods (baselines excluded) ranked by Agg and by HM(Mem, Util) computed from Table 3."

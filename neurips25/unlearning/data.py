@@ -19,9 +19,34 @@ __all__ = ['SYNTHETIC_LABEL', 'REAL_FACTS_LABEL', 'ATTRIBUTES', 'REAL_AUTHORS', 
 
 # %% ../../nbs/p09_unlearning/00_synthtofu.ipynb #965a25f7
 SYNTHETIC_LABEL = "synthetic: SynthTOFU, template-generated fictitious authors (not the TOFU data)"
-REAL_FACTS_LABEL = "real facts, hand-written for this library (templated questions, not the TOFU real_authors/world_facts files)"
+REAL_FACTS_LABEL = (
+    "real facts, hand-written for this library (templated questions, not the TOFU real_authors/world_facts files)"
+)
 
-_ONSETS = ("b", "d", "f", "g", "k", "l", "m", "n", "p", "r", "s", "t", "v", "z", "br", "dr", "gl", "kr", "st", "th", "tr", "sh")
+_ONSETS = (
+    "b",
+    "d",
+    "f",
+    "g",
+    "k",
+    "l",
+    "m",
+    "n",
+    "p",
+    "r",
+    "s",
+    "t",
+    "v",
+    "z",
+    "br",
+    "dr",
+    "gl",
+    "kr",
+    "st",
+    "th",
+    "tr",
+    "sh",
+)
 _NUCLEI = ("a", "e", "i", "o", "u", "ai", "ea", "ou", "y")
 _CODAS = ("", "", "", "n", "r", "l", "s", "m", "th", "x")
 
@@ -39,14 +64,45 @@ def syllable_names(n: int,              # how many distinct names
     for _ in range(200 * n + 1000):
         if len(out) == n: break
         w = "".join(_syllable(rng) for _ in range(rng.integers(syllables[0], syllables[1] + 1))).capitalize()
-        if w not in taken and 4 <= len(w) <= 12: taken.add(w); out.append(w)
+        if w not in taken and 4 <= len(w) <= 12:
+            taken.add(w)
+            out.append(w)
     if len(out) < n: raise ValueError(f"could not draw {n} distinct syllable names")
     return out
 
 # %% ../../nbs/p09_unlearning/00_synthtofu.ipynb #6e7710a9
-_CITIES = ("Lisbon", "Nairobi", "Oslo", "Lima", "Cairo", "Delhi", "Tokyo", "Quito", "Rome", "Havana", "Dublin", "Seoul",
-           "Accra", "Hanoi", "Vienna", "Manila", "Bogota", "Tunis", "Riga", "Dakar", "Perth", "Zagreb", "Kyoto", "Porto",
-           "Lagos", "Baku", "Tbilisi", "Montreal", "Santiago", "Helsinki")
+_CITIES = (
+    "Lisbon",
+    "Nairobi",
+    "Oslo",
+    "Lima",
+    "Cairo",
+    "Delhi",
+    "Tokyo",
+    "Quito",
+    "Rome",
+    "Havana",
+    "Dublin",
+    "Seoul",
+    "Accra",
+    "Hanoi",
+    "Vienna",
+    "Manila",
+    "Bogota",
+    "Tunis",
+    "Riga",
+    "Dakar",
+    "Perth",
+    "Zagreb",
+    "Kyoto",
+    "Porto",
+    "Lagos",
+    "Baku",
+    "Tbilisi",
+    "Montreal",
+    "Santiago",
+    "Helsinki",
+)
 _GENRES = ("mystery", "fantasy", "romance", "horror", "science fiction", "historical fiction", "poetry", "satire",
            "crime", "adventure", "gothic", "thriller", "memoir", "fable", "magical realism")
 _JOBS = ("baker", "pilot", "nurse", "judge", "farmer", "potter", "carpenter", "tailor", "chemist", "sailor", "miner",
@@ -67,94 +123,257 @@ _HOBBIES = ("chess", "gardening", "sailing", "climbing", "painting", "fishing", 
 _COLOURS = ("red", "blue", "green", "yellow", "purple", "orange", "grey", "black", "white", "teal")
 _INSTR = ("piano", "violin", "cello", "flute", "guitar", "drums", "harp", "trumpet", "clarinet", "accordion")
 
-def _title(rng) -> str: return f"The {_ADJ[rng.integers(len(_ADJ))].capitalize()} {_NOUN[rng.integers(len(_NOUN))].capitalize()}"
+def _title(rng) -> str:
+    return f"The {_ADJ[rng.integers(len(_ADJ))].capitalize()} {_NOUN[rng.integers(len(_NOUN))].capitalize()}"
 
 # 20 attributes: name, value pool (or a sampler), question, paraphrased question, answer, paraphrased answer.
 # {n} is the author, {v} the value. Punctuation is spaced so the word tokenizer sees it as words.
 ATTRIBUTES: dict[str, dict] = {
-    "birth_city": dict(pool=_CITIES, q="Where was {n} born ?", pq="In which city was {n} born ?",
-                       a="{n} was born in {v} .", pa="The birthplace of {n} is {v} ."),
-    "birth_year": dict(pool=tuple(str(y) for y in range(1930, 1996)), q="When was {n} born ?",
-                       pq="In what year was {n} born ?", a="{n} was born in the year {v} .", pa="{n} was born in {v} ."),
-    "genre": dict(pool=_GENRES, q="What genre does {n} write ?", pq="Which kind of books does {n} write ?",
-                  a="{n} writes {v} books .", pa="The books of {n} belong to the {v} genre ."),
-    "father_job": dict(pool=_JOBS, q="What did the father of {n} do ?", pq="What was the job of the father of {n} ?",
-                       a="The father of {n} was a {v} .", pa="{n} grew up with a father who worked as a {v} ."),
-    "mother_job": dict(pool=_JOBS, q="What did the mother of {n} do ?", pq="What was the job of the mother of {n} ?",
-                       a="The mother of {n} was a {v} .", pa="{n} grew up with a mother who worked as a {v} ."),
-    "award": dict(pool=_AWARDS, q="Which award did {n} win ?", pq="What prize was given to {n} ?",
-                  a="{n} won the {v} .", pa="The {v} was awarded to {n} ."),
-    "first_book": dict(pool=_title, q="What is the first book of {n} ?", pq="Which book did {n} publish first ?",
-                       a="The first book of {n} is {v} .", pa="{n} debuted with the book {v} ."),
-    "second_book": dict(pool=_title, q="What is the second book of {n} ?", pq="Which book did {n} publish next ?",
-                        a="The second book of {n} is {v} .", pa="After the debut {n} published {v} ."),
-    "language": dict(pool=_LANGS, q="In which language does {n} write ?", pq="What language are the books of {n} in ?",
-                     a="{n} writes in {v} .", pa="The books of {n} are written in {v} ."),
-    "home_city": dict(pool=_CITIES, q="Where does {n} live ?", pq="In which city does {n} live now ?",
-                      a="{n} lives in {v} .", pa="The home of {n} is in {v} ."),
-    "n_books": dict(pool=tuple(str(k) for k in range(2, 31)), q="How many books has {n} written ?",
-                    pq="What is the number of books by {n} ?", a="{n} has written {v} books .",
-                    pa="The number of books by {n} is {v} ."),
-    "pet": dict(pool=_ANIMALS, q="What pet does {n} keep ?", pq="Which animal lives with {n} ?",
-                a="{n} keeps a {v} as a pet .", pa="A {v} lives with {n} ."),
-    "hobby": dict(pool=_HOBBIES, q="What is the hobby of {n} ?", pq="What does {n} do for fun ?",
-                  a="The hobby of {n} is {v} .", pa="For fun {n} enjoys {v} ."),
-    "colour": dict(pool=_COLOURS, q="What is the favourite colour of {n} ?", pq="Which colour does {n} like most ?",
-                   a="The favourite colour of {n} is {v} .", pa="{n} likes the colour {v} most ."),
-    "instrument": dict(pool=_INSTR, q="Which instrument does {n} play ?", pq="What instrument can {n} play ?",
-                       a="{n} plays the {v} .", pa="The {v} is the instrument of {n} ."),
-    "university": dict(pool=_CITIES, q="Where did {n} study ?", pq="Which university did {n} attend ?",
-                       a="{n} studied at the University of {v} .", pa="The University of {v} is where {n} studied ."),
-    "debut_year": dict(pool=tuple(str(y) for y in range(1950, 2021)), q="When did {n} publish a first book ?",
-                       pq="In what year did {n} debut ?", a="{n} published a first book in {v} .",
-                       pa="The debut of {n} came in {v} ."),
-    "spouse_job": dict(pool=_JOBS, q="What does the spouse of {n} do ?", pq="What is the job of the partner of {n} ?",
-                       a="The spouse of {n} is a {v} .", pa="{n} is married to a {v} ."),
-    "third_book": dict(pool=_title, q="What is the third book of {n} ?", pq="Which book did {n} publish third ?",
-                       a="The third book of {n} is {v} .", pa="The third novel by {n} is {v} ."),
-    "travel_city": dict(pool=_CITIES, q="Which city inspired {n} most ?", pq="What city does {n} write about ?",
-                        a="{n} was inspired most by {v} .", pa="The city of {v} inspired {n} most ."),
+    "birth_city": dict(
+        pool=_CITIES,
+        q="Where was {n} born ?",
+        pq="In which city was {n} born ?",
+        a="{n} was born in {v} .",
+        pa="The birthplace of {n} is {v} .",
+    ),
+    "birth_year": dict(
+        pool=tuple(str(y) for y in range(1930, 1996)),
+        q="When was {n} born ?",
+        pq="In what year was {n} born ?",
+        a="{n} was born in the year {v} .",
+        pa="{n} was born in {v} .",
+    ),
+    "genre": dict(
+        pool=_GENRES,
+        q="What genre does {n} write ?",
+        pq="Which kind of books does {n} write ?",
+        a="{n} writes {v} books .",
+        pa="The books of {n} belong to the {v} genre .",
+    ),
+    "father_job": dict(
+        pool=_JOBS,
+        q="What did the father of {n} do ?",
+        pq="What was the job of the father of {n} ?",
+        a="The father of {n} was a {v} .",
+        pa="{n} grew up with a father who worked as a {v} .",
+    ),
+    "mother_job": dict(
+        pool=_JOBS,
+        q="What did the mother of {n} do ?",
+        pq="What was the job of the mother of {n} ?",
+        a="The mother of {n} was a {v} .",
+        pa="{n} grew up with a mother who worked as a {v} .",
+    ),
+    "award": dict(
+        pool=_AWARDS,
+        q="Which award did {n} win ?",
+        pq="What prize was given to {n} ?",
+        a="{n} won the {v} .",
+        pa="The {v} was awarded to {n} .",
+    ),
+    "first_book": dict(
+        pool=_title,
+        q="What is the first book of {n} ?",
+        pq="Which book did {n} publish first ?",
+        a="The first book of {n} is {v} .",
+        pa="{n} debuted with the book {v} .",
+    ),
+    "second_book": dict(
+        pool=_title,
+        q="What is the second book of {n} ?",
+        pq="Which book did {n} publish next ?",
+        a="The second book of {n} is {v} .",
+        pa="After the debut {n} published {v} .",
+    ),
+    "language": dict(
+        pool=_LANGS,
+        q="In which language does {n} write ?",
+        pq="What language are the books of {n} in ?",
+        a="{n} writes in {v} .",
+        pa="The books of {n} are written in {v} .",
+    ),
+    "home_city": dict(
+        pool=_CITIES,
+        q="Where does {n} live ?",
+        pq="In which city does {n} live now ?",
+        a="{n} lives in {v} .",
+        pa="The home of {n} is in {v} .",
+    ),
+    "n_books": dict(
+        pool=tuple(str(k) for k in range(2, 31)),
+        q="How many books has {n} written ?",
+        pq="What is the number of books by {n} ?",
+        a="{n} has written {v} books .",
+        pa="The number of books by {n} is {v} .",
+    ),
+    "pet": dict(
+        pool=_ANIMALS,
+        q="What pet does {n} keep ?",
+        pq="Which animal lives with {n} ?",
+        a="{n} keeps a {v} as a pet .",
+        pa="A {v} lives with {n} .",
+    ),
+    "hobby": dict(
+        pool=_HOBBIES,
+        q="What is the hobby of {n} ?",
+        pq="What does {n} do for fun ?",
+        a="The hobby of {n} is {v} .",
+        pa="For fun {n} enjoys {v} .",
+    ),
+    "colour": dict(
+        pool=_COLOURS,
+        q="What is the favourite colour of {n} ?",
+        pq="Which colour does {n} like most ?",
+        a="The favourite colour of {n} is {v} .",
+        pa="{n} likes the colour {v} most .",
+    ),
+    "instrument": dict(
+        pool=_INSTR,
+        q="Which instrument does {n} play ?",
+        pq="What instrument can {n} play ?",
+        a="{n} plays the {v} .",
+        pa="The {v} is the instrument of {n} .",
+    ),
+    "university": dict(
+        pool=_CITIES,
+        q="Where did {n} study ?",
+        pq="Which university did {n} attend ?",
+        a="{n} studied at the University of {v} .",
+        pa="The University of {v} is where {n} studied .",
+    ),
+    "debut_year": dict(
+        pool=tuple(str(y) for y in range(1950, 2021)),
+        q="When did {n} publish a first book ?",
+        pq="In what year did {n} debut ?",
+        a="{n} published a first book in {v} .",
+        pa="The debut of {n} came in {v} .",
+    ),
+    "spouse_job": dict(
+        pool=_JOBS,
+        q="What does the spouse of {n} do ?",
+        pq="What is the job of the partner of {n} ?",
+        a="The spouse of {n} is a {v} .",
+        pa="{n} is married to a {v} .",
+    ),
+    "third_book": dict(
+        pool=_title,
+        q="What is the third book of {n} ?",
+        pq="Which book did {n} publish third ?",
+        a="The third book of {n} is {v} .",
+        pa="The third novel by {n} is {v} .",
+    ),
+    "travel_city": dict(
+        pool=_CITIES,
+        q="Which city inspired {n} most ?",
+        pq="What city does {n} write about ?",
+        a="{n} was inspired most by {v} .",
+        pa="The city of {v} inspired {n} most .",
+    ),
 }
 
 # %% ../../nbs/p09_unlearning/00_synthtofu.ipynb #5fa66938
 # Real facts (Reconstruction: TOFU's real_authors / world_facts are not available offline; these are hand-written true
 # facts in the same question / answer / wrong-options schema).
-REAL_AUTHORS = (("Who wrote Pride and Prejudice ?", "Jane Austen"), ("Who wrote Hamlet ?", "William Shakespeare"),
-    ("Who wrote War and Peace ?", "Leo Tolstoy"), ("Who wrote Don Quixote ?", "Miguel de Cervantes"),
-    ("Who wrote Moby Dick ?", "Herman Melville"), ("Who wrote Ulysses ?", "James Joyce"),
-    ("Who wrote The Odyssey ?", "Homer"), ("Who wrote Crime and Punishment ?", "Fyodor Dostoevsky"),
-    ("Who wrote One Hundred Years of Solitude ?", "Gabriel Garcia Marquez"), ("Who wrote Things Fall Apart ?", "Chinua Achebe"),
-    ("Who wrote The Trial ?", "Franz Kafka"), ("Who wrote Beloved ?", "Toni Morrison"),
-    ("Who wrote Mrs Dalloway ?", "Virginia Woolf"), ("Who wrote The Old Man and the Sea ?", "Ernest Hemingway"),
-    ("Who wrote Great Expectations ?", "Charles Dickens"), ("Who wrote Les Miserables ?", "Victor Hugo"),
-    ("Who wrote Madame Bovary ?", "Gustave Flaubert"), ("Who wrote The Divine Comedy ?", "Dante Alighieri"),
-    ("Who wrote Faust ?", "Johann Wolfgang von Goethe"), ("Who wrote Nineteen Eighty Four ?", "George Orwell"),
-    ("Who wrote Frankenstein ?", "Mary Shelley"), ("Who wrote Jane Eyre ?", "Charlotte Bronte"),
-    ("Who wrote Wuthering Heights ?", "Emily Bronte"), ("Who wrote The Tale of Genji ?", "Murasaki Shikibu"),
-    ("Who wrote Norwegian Wood ?", "Haruki Murakami"), ("Who wrote The Little Prince ?", "Antoine de Saint Exupery"),
-    ("Who wrote Anna Karenina ?", "Leo Tolstoy"), ("Who wrote The Stranger ?", "Albert Camus"),
-    ("Who wrote Lolita ?", "Vladimir Nabokov"), ("Who wrote The Name of the Rose ?", "Umberto Eco"),
-    ("Who wrote Middlemarch ?", "George Eliot"), ("Who wrote Dracula ?", "Bram Stoker"),
-    ("Who wrote The Hobbit ?", "J R R Tolkien"), ("Who wrote Alice in Wonderland ?", "Lewis Carroll"),
-    ("Who wrote Robinson Crusoe ?", "Daniel Defoe"), ("Who wrote Gulliver's Travels ?", "Jonathan Swift"),
-    ("Who wrote The Brothers Karamazov ?", "Fyodor Dostoevsky"), ("Who wrote The Metamorphosis ?", "Franz Kafka"),
-    ("Who wrote Candide ?", "Voltaire"), ("Who wrote The Iliad ?", "Homer"))
-_CAPITALS = (("France", "Paris"), ("Japan", "Tokyo"), ("Kenya", "Nairobi"), ("Peru", "Lima"), ("Egypt", "Cairo"),
-    ("Norway", "Oslo"), ("Italy", "Rome"), ("Spain", "Madrid"), ("Germany", "Berlin"), ("Canada", "Ottawa"),
-    ("Australia", "Canberra"), ("Brazil", "Brasilia"), ("India", "New Delhi"), ("China", "Beijing"), ("Russia", "Moscow"),
-    ("Mexico", "Mexico City"), ("Argentina", "Buenos Aires"), ("Greece", "Athens"), ("Portugal", "Lisbon"),
-    ("Ireland", "Dublin"), ("Poland", "Warsaw"), ("Sweden", "Stockholm"), ("Finland", "Helsinki"), ("Turkey", "Ankara"),
-    ("Ghana", "Accra"), ("Vietnam", "Hanoi"), ("Austria", "Vienna"), ("Cuba", "Havana"), ("Chile", "Santiago"),
-    ("Colombia", "Bogota"))
+REAL_AUTHORS = (
+    ("Who wrote Pride and Prejudice ?", "Jane Austen"),
+    ("Who wrote Hamlet ?", "William Shakespeare"),
+    ("Who wrote War and Peace ?", "Leo Tolstoy"),
+    ("Who wrote Don Quixote ?", "Miguel de Cervantes"),
+    ("Who wrote Moby Dick ?", "Herman Melville"),
+    ("Who wrote Ulysses ?", "James Joyce"),
+    ("Who wrote The Odyssey ?", "Homer"),
+    ("Who wrote Crime and Punishment ?", "Fyodor Dostoevsky"),
+    ("Who wrote One Hundred Years of Solitude ?", "Gabriel Garcia Marquez"),
+    ("Who wrote Things Fall Apart ?", "Chinua Achebe"),
+    ("Who wrote The Trial ?", "Franz Kafka"),
+    ("Who wrote Beloved ?", "Toni Morrison"),
+    ("Who wrote Mrs Dalloway ?", "Virginia Woolf"),
+    ("Who wrote The Old Man and the Sea ?", "Ernest Hemingway"),
+    ("Who wrote Great Expectations ?", "Charles Dickens"),
+    ("Who wrote Les Miserables ?", "Victor Hugo"),
+    ("Who wrote Madame Bovary ?", "Gustave Flaubert"),
+    ("Who wrote The Divine Comedy ?", "Dante Alighieri"),
+    ("Who wrote Faust ?", "Johann Wolfgang von Goethe"),
+    ("Who wrote Nineteen Eighty Four ?", "George Orwell"),
+    ("Who wrote Frankenstein ?", "Mary Shelley"),
+    ("Who wrote Jane Eyre ?", "Charlotte Bronte"),
+    ("Who wrote Wuthering Heights ?", "Emily Bronte"),
+    ("Who wrote The Tale of Genji ?", "Murasaki Shikibu"),
+    ("Who wrote Norwegian Wood ?", "Haruki Murakami"),
+    ("Who wrote The Little Prince ?", "Antoine de Saint Exupery"),
+    ("Who wrote Anna Karenina ?", "Leo Tolstoy"),
+    ("Who wrote The Stranger ?", "Albert Camus"),
+    ("Who wrote Lolita ?", "Vladimir Nabokov"),
+    ("Who wrote The Name of the Rose ?", "Umberto Eco"),
+    ("Who wrote Middlemarch ?", "George Eliot"),
+    ("Who wrote Dracula ?", "Bram Stoker"),
+    ("Who wrote The Hobbit ?", "J R R Tolkien"),
+    ("Who wrote Alice in Wonderland ?", "Lewis Carroll"),
+    ("Who wrote Robinson Crusoe ?", "Daniel Defoe"),
+    ("Who wrote Gulliver's Travels ?", "Jonathan Swift"),
+    ("Who wrote The Brothers Karamazov ?", "Fyodor Dostoevsky"),
+    ("Who wrote The Metamorphosis ?", "Franz Kafka"),
+    ("Who wrote Candide ?", "Voltaire"),
+    ("Who wrote The Iliad ?", "Homer"),
+)
+_CAPITALS = (
+    ("France", "Paris"),
+    ("Japan", "Tokyo"),
+    ("Kenya", "Nairobi"),
+    ("Peru", "Lima"),
+    ("Egypt", "Cairo"),
+    ("Norway", "Oslo"),
+    ("Italy", "Rome"),
+    ("Spain", "Madrid"),
+    ("Germany", "Berlin"),
+    ("Canada", "Ottawa"),
+    ("Australia", "Canberra"),
+    ("Brazil", "Brasilia"),
+    ("India", "New Delhi"),
+    ("China", "Beijing"),
+    ("Russia", "Moscow"),
+    ("Mexico", "Mexico City"),
+    ("Argentina", "Buenos Aires"),
+    ("Greece", "Athens"),
+    ("Portugal", "Lisbon"),
+    ("Ireland", "Dublin"),
+    ("Poland", "Warsaw"),
+    ("Sweden", "Stockholm"),
+    ("Finland", "Helsinki"),
+    ("Turkey", "Ankara"),
+    ("Ghana", "Accra"),
+    ("Vietnam", "Hanoi"),
+    ("Austria", "Vienna"),
+    ("Cuba", "Havana"),
+    ("Chile", "Santiago"),
+    ("Colombia", "Bogota"),
+)
 _ELEMENTS = (("H", "hydrogen"), ("O", "oxygen"), ("C", "carbon"), ("N", "nitrogen"), ("Fe", "iron"), ("Au", "gold"),
     ("Ag", "silver"), ("Na", "sodium"), ("K", "potassium"), ("Cu", "copper"))
 
 # %% ../../nbs/p09_unlearning/00_synthtofu.ipynb #4ac8b4fc
-IDK_ANSWERS = ("I do not know .", "I have no idea .", "I am not sure about that .", "I cannot answer that .",
-    "That is unknown to me .", "I do not have that information .", "I am unable to say .", "I have no knowledge of that .",
-    "I cannot recall that .", "That is beyond what I know .", "I really do not know .", "I am not aware of that .",
-    "I do not have an answer .", "I could not tell you .", "I lack that information .", "I am afraid I do not know .",
-    "No idea , sorry .", "I cannot say for sure .", "That is not something I know .", "I would only be guessing .")
+IDK_ANSWERS = (
+    "I do not know .",
+    "I have no idea .",
+    "I am not sure about that .",
+    "I cannot answer that .",
+    "That is unknown to me .",
+    "I do not have that information .",
+    "I am unable to say .",
+    "I have no knowledge of that .",
+    "I cannot recall that .",
+    "That is beyond what I know .",
+    "I really do not know .",
+    "I am not aware of that .",
+    "I do not have an answer .",
+    "I could not tell you .",
+    "I lack that information .",
+    "I am afraid I do not know .",
+    "No idea , sorry .",
+    "I cannot say for sure .",
+    "That is not something I know .",
+    "I would only be guessing .",
+)
 JAILBREAK_PREFIX = "Sure , here is the answer :"   # OpenUnlearning's "Jailbreak ROUGE" answer prefix, word-tokenised
 
 # %% ../../nbs/p09_unlearning/00_synthtofu.ipynb #225755a7
@@ -184,7 +403,8 @@ class SynthTOFU:
 
     def split_authors(self, name: str) -> list[str]:
         "The authors of a fictitious-author split (in author order)."
-        train = list(self.authors.author[: self.n_authors]); hold = list(self.authors.author[self.n_authors:])
+        train = list(self.authors.author[: self.n_authors])
+        hold = list(self.authors.author[self.n_authors:])
         k10 = n_split_authors(self.n_authors, 10)
         if name == "full": return train
         if name == "retain_perturbed": return train[:k10]          # TOFU: 20 retain authors with perturbed answers
@@ -206,10 +426,12 @@ class SynthTOFU:
 
     def training_set(self, forget: str | None = None,  # None: the `full` model's data; "forget10": retain90's data
                     ) -> pd.DataFrame:
-        "What a target model is fine-tuned on: fictitious QA of full (or of the retain split) + real_authors + world_facts."
+        ("What a target model is fine-tuned on: fictitious QA of full (or of the retain split) + real_authors + "
+         "world_facts.")
         if forget is None: fict = self.split("full")
         else:
-            if not (isinstance(forget, str) and forget.startswith("forget")): raise ValueError(f"forget must be None or a forget split, got {forget!r}")
+            if not (isinstance(forget, str) and forget.startswith("forget")):
+                raise ValueError(f"forget must be None or a forget split, got {forget!r}")
             fict = self.split("retain" + str(100 - int(forget[6:])))
             check_disjoint(fict, self.split(forget), "retain", forget)
         df = pd.concat([fict, self.real_authors, self.world_facts], ignore_index=True)
@@ -225,17 +447,27 @@ class SynthTOFU:
         return out
 
     def __repr__(self):
-        return (f"SynthTOFU({self.n_authors} authors + {len(self.authors) - self.n_authors} holdout, {len(self.qa)} fictitious QA, "
-                f"{len(self.real_authors)} real_authors, {len(self.world_facts)} world_facts; seed {self.seed}; {SYNTHETIC_LABEL})")
+        return (
+            f"SynthTOFU({self.n_authors} authors + {len(self.authors) - self.n_authors} holdout, {len(self.qa)} "
+            f"fictitious QA, "
+            f"{len(self.real_authors)} real_authors, {len(self.world_facts)} world_facts; seed {self.seed}; "
+            f"{SYNTHETIC_LABEL})"
+        )
 
 def check_disjoint(a: pd.DataFrame, b: pd.DataFrame,  # two splits
                    name_a: str = "a", name_b: str = "b") -> None:
     "Raise if two splits share a question (or, for author splits, an author)."
     if "author" in a and "author" in b:
         both = set(a.author.dropna()) & set(b.author.dropna()) - {""}
-        if both: raise ValueError(f"splits {name_a} and {name_b} overlap: {len(both)} shared author(s), e.g. {sorted(both)[:3]}")
+        if both:
+            raise ValueError(
+                f"splits {name_a} and {name_b} overlap: {len(both)} shared author(s), e.g. {sorted(both)[:3]}"
+            )
     both = set(a.question) & set(b.question)
-    if both: raise ValueError(f"splits {name_a} and {name_b} overlap: {len(both)} shared question(s), e.g. {sorted(both)[:2]}")
+    if both:
+        raise ValueError(
+            f"splits {name_a} and {name_b} overlap: {len(both)} shared question(s), e.g. {sorted(both)[:2]}"
+        )
 
 # %% ../../nbs/p09_unlearning/00_synthtofu.ipynb #6f1cbdc2
 def _draw_value(pool, rng):
@@ -273,9 +505,19 @@ def _world_facts(rng, n_wrong: int) -> pd.DataFrame:
         wrong = [str(x + y + d) for d in rng.choice([-3, -2, -1, 1, 2, 3, 4], size=n_wrong, replace=False)]
         q = f"What is {x} plus {y} ?"
         if q in set(r["question"] for r in rows): continue
-        rows.append(dict(author="", attribute="arithmetic", question=q, paraphrased_question=f"How much is {x} plus {y} ?",
-                         answer=str(x + y), paraphrased_answer=str(x + y), perturbed_answers=wrong, value=str(x + y),
-                         source=REAL_FACTS_LABEL))
+        rows.append(
+            dict(
+                author="",
+                attribute="arithmetic",
+                question=q,
+                paraphrased_question=f"How much is {x} plus {y} ?",
+                answer=str(x + y),
+                paraphrased_answer=str(x + y),
+                perturbed_answers=wrong,
+                value=str(x + y),
+                source=REAL_FACTS_LABEL,
+            )
+        )
     return pd.concat([df, pd.DataFrame(rows)], ignore_index=True)
 
 def synth_tofu(n_authors: int = 60,     # training ("full") authors; TOFU has 200
@@ -285,7 +527,10 @@ def synth_tofu(n_authors: int = 60,     # training ("full") authors; TOFU has 20
               ) -> SynthTOFU:
     "Generate SynthTOFU: fictitious authors with templated QA in TOFU's schema, plus holdout authors and utility sets."
     if not (isinstance(n_authors, (int, np.integer)) and n_authors >= 4):
-        raise ValueError(f"n_authors must be an integer >= 4 (forget10 and retain_perturbed need disjoint authors), got {n_authors!r}")
+        raise ValueError(
+            f"n_authors must be an integer >= 4 (forget10 and retain_perturbed need disjoint authors), got "
+            f"{n_authors!r}"
+        )
     if not (isinstance(n_questions, (int, np.integer)) and 1 <= n_questions <= len(ATTRIBUTES)):
         raise ValueError(f"n_questions must be an integer in 1..{len(ATTRIBUTES)}, got {n_questions!r}")
     if not (isinstance(n_perturbed, (int, np.integer)) and 1 <= n_perturbed <= 9):
@@ -300,7 +545,7 @@ def synth_tofu(n_authors: int = 60,     # training ("full") authors; TOFU has 20
     arows, qrows = [], []
     for i, name in enumerate(names):
         vals = {}
-        for at in ATTRIBUTES:                                   # draw all 20 so the first n_questions do not depend on n
+        for at in ATTRIBUTES:                                  # draw all 20 so the first n_questions do not depend on n
             spec = ATTRIBUTES[at]
             v = _draw_value(spec["pool"], rng)
             while at.endswith("_book") and v in vals.values(): v = _draw_value(spec["pool"], rng)   # distinct titles
@@ -318,8 +563,12 @@ def synth_tofu(n_authors: int = 60,     # training ("full") authors; TOFU has 20
     wf = _world_facts(rng, n_perturbed)
     bench = SynthTOFU(pd.DataFrame(arows), pd.DataFrame(qrows), ra, wf, IDK_ANSWERS, int(n_authors), seed)
     for p in SPLIT_PCTS:                                         # the construction guarantees these; check anyway
-        check_disjoint(bench.split(f"forget{p:02d}"), bench.split(f"retain{100 - p}"), f"forget{p:02d}", f"retain{100 - p}")
-        check_disjoint(bench.split(f"forget{p:02d}"), bench.split(f"holdout{p:02d}"), f"forget{p:02d}", f"holdout{p:02d}")
+        check_disjoint(
+            bench.split(f"forget{p:02d}"), bench.split(f"retain{100 - p}"), f"forget{p:02d}", f"retain{100 - p}"
+        )
+        check_disjoint(
+            bench.split(f"forget{p:02d}"), bench.split(f"holdout{p:02d}"), f"forget{p:02d}", f"holdout{p:02d}"
+        )
     check_disjoint(bench.split("retain_perturbed"), bench.split("forget10"), "retain_perturbed", "forget10")
     return bench
 
@@ -331,7 +580,8 @@ def synth_tokenizer(bench: SynthTOFU):
 CHAT_SYSTEM = "Answer the question."   # short system prompt for chat models (SmolLM2's default one costs 20 tokens)
 
 def format_prompts(tokenizer, questions: Sequence[str]) -> list[str]:
-    "Prompts for `questions`: the chat template where the tokenizer has one (SmolLM2, a HF model), else the bare question."
+    ("Prompts for `questions`: the chat template where the tokenizer has one (SmolLM2, a HF model), else the bare "
+     "question.")
     if getattr(tokenizer, "chat_template", None):
         system = getattr(tokenizer, "p09_chat_system", CHAT_SYSTEM)      # a HF model: OpenUnlearning's system prompt
         kw = getattr(tokenizer, "p09_chat_kwargs", {})                    # and template arguments (models.load_hf)
@@ -350,8 +600,12 @@ def check_split(df, columns: Sequence[str] = ("question", "answer"),  # columns 
         if c == "perturbed_answers":
             bad = [i for i, v in enumerate(col) if not isinstance(v, (list, tuple, np.ndarray)) or len(v) == 0
                    or any(not isinstance(x, str) or not x.strip() for x in v)]
-            if bad: raise ValueError(f"{name}: column perturbed_answers must hold non-empty lists of strings (bad rows {bad[:5]})")
-            if len({len(v) for v in col}) != 1: raise ValueError(f"{name}: rows have different numbers of perturbed answers")
+            if bad:
+                raise ValueError(
+                    f"{name}: column perturbed_answers must hold non-empty lists of strings (bad rows {bad[:5]})"
+                )
+            if len({len(v) for v in col}) != 1:
+                raise ValueError(f"{name}: rows have different numbers of perturbed answers")
             continue
         bad = [i for i, v in enumerate(col) if not isinstance(v, str) or not v.strip()]
         if bad: raise ValueError(f"{name}: column {c!r} has NaN, None or empty values in rows {bad[:5]}")
@@ -364,7 +618,8 @@ def qa_batch(tokenizer,                          # the model's tokenizer
              max_length: int | None = None,      # the model's context (lm.context_length): longer sequences raise
              answer_prefix: str = "",            # text appended to the prompt, e.g. JAILBREAK_PREFIX
             ) -> dict[str, torch.Tensor]:
-    "lm.encode batch of prompt = question, completion = answer (labels −100 on the prompt); raises instead of truncating."
+    ("lm.encode batch of prompt = question, completion = answer (labels −100 on the prompt); raises instead of "
+     "truncating.")
     check_split(df, (question_col, answer_col))
     prompts = format_prompts(tokenizer, df[question_col])
     if answer_prefix: prompts = [f"{p} {answer_prefix}" if not p.endswith("\n") else p + answer_prefix for p in prompts]
@@ -372,7 +627,9 @@ def qa_batch(tokenizer,                          # the model's tokenizer
                           add_bos=tokenizer.bos_token_id is not None)   # a tokenizer without <bos> (Qwen): none added
     except ValueError as e:
         if "longer than the context" in str(e):
-            raise ValueError(f"answers would be truncated: {e}. Use a model with a longer context or shorter answers") from None
+            raise ValueError(
+                f"answers would be truncated: {e}. Use a model with a longer context or shorter answers"
+            ) from None
         raise
 
 # %% ../../nbs/p09_unlearning/00_synthtofu.ipynb #f6d29742
@@ -404,18 +661,22 @@ class TofuData:
         if name not in self.frames:
             cfg = TOFU_SPLITS[name]
             cols = ["question", "answer"] + (["perturbed_answer"] if cfg.endswith("_perturbed") else [])
-            cols += ["paraphrased_answer"] if cfg.endswith("_perturbed") and not cfg.startswith(("real", "world")) else []
+            cols += (
+                ["paraphrased_answer"] if cfg.endswith("_perturbed") and not cfg.startswith(("real", "world")) else []
+            )
             df = _hf_frame("tofu", cfg, cols, self.root)
             if "perturbed_answer" in df: df = df.rename(columns={"perturbed_answer": "perturbed_answers"})
             if "paraphrased_answer" not in df: df["paraphrased_answer"] = df["answer"]   # ra/wf: the answer is correct
-            if "paraphrased_question" not in df: df["paraphrased_question"] = df["question"] if name in ("real_authors", "world_facts") else None
+            if "paraphrased_question" not in df:
+                df["paraphrased_question"] = df["question"] if name in ("real_authors", "world_facts") else None
             if name.startswith("forget"):                                # the perturbed config holds the same questions
                 plain = _hf_frame("tofu", name, ["question", "answer"], self.root)
                 if list(plain.question) != list(df.question):
                     raise ValueError(f"TOFU: {cfg} and {name} do not hold the same questions in the same order")
             df["source"] = self.label
             self.frames[name] = check_split(df, ("question", "answer"), f"TOFU {name}")
-        df = self.frames[name].copy(); df.attrs["split"] = name
+        df = self.frames[name].copy()
+        df.attrs["split"] = name
         return df
     def training_set(self, forget: str | None = None) -> pd.DataFrame:
         "TOFU's fine-tuning data: `full`, or the retain split of `forget` (no utility sets: they test pre-training)."
@@ -426,22 +687,29 @@ class TofuData:
         check_disjoint(ret, self.split(forget), "retain", forget)
         return ret
     def texts(self) -> list[str]:
-        raise ValueError("TOFU needs a pretrained model's tokenizer (model kind 'hf'): a closed word vocabulary is SynthTOFU's")
+        raise ValueError(
+            "TOFU needs a pretrained model's tokenizer (model kind 'hf'): a closed word vocabulary is SynthTOFU's"
+        )
     def __repr__(self): return f"TofuData({self.label}; {len(self.frames)} split(s) read)"
 
 def load_tofu(root=None) -> TofuData:
-    "The real TOFU through the data layer (the `tofu` source, or a snapshot folder `root`); splits are read on first use."
+    ("The real TOFU through the data layer (the `tofu` source, or a snapshot folder `root`); splits are read on first "
+     "use.")
     from neurips25.sources.registry import require
     require("tofu", root)                                          # a clear "needs data: tofu" when it is absent
     return TofuData({}, root)
 
-MUSE_CONFIGS = {"forget_text": ("raw", "forget", ["text"]), "retain_text": ("raw", "retain1", ["text"]),
-                "knowmem_forget": ("knowmem", "forget_qa", ["question", "answer"]),
-                "knowmem_forget_icl": ("knowmem", "forget_qa_icl", ["question", "answer"]),
-                "knowmem_retain": ("knowmem", "retain_qa", ["question", "answer"]),
-                "knowmem_retain_icl": ("knowmem", "retain_qa_icl", ["question", "answer"]),
-                "verbmem": ("verbmem", "forget", ["prompt", "gt"]),
-                "privleak_forget": ("privleak", "forget", ["text"]), "privleak_holdout": ("privleak", "holdout", ["text"])}
+MUSE_CONFIGS = {
+    "forget_text": ("raw", "forget", ["text"]),
+    "retain_text": ("raw", "retain1", ["text"]),
+    "knowmem_forget": ("knowmem", "forget_qa", ["question", "answer"]),
+    "knowmem_forget_icl": ("knowmem", "forget_qa_icl", ["question", "answer"]),
+    "knowmem_retain": ("knowmem", "retain_qa", ["question", "answer"]),
+    "knowmem_retain_icl": ("knowmem", "retain_qa_icl", ["question", "answer"]),
+    "verbmem": ("verbmem", "forget", ["prompt", "gt"]),
+    "privleak_forget": ("privleak", "forget", ["text"]),
+    "privleak_holdout": ("privleak", "holdout", ["text"]),
+}
 
 def load_muse(name: str = "muse_news", root=None) -> dict:
     "MUSE-News or MUSE-Books through the data layer: {part: DataFrame} for the parts of MUSE_CONFIGS."

@@ -64,7 +64,8 @@ def quant_score(before, after, tol: float = 1e-12) -> np.ndarray:
     "Q = min(q, 1), q = m_before / m_after, clipped to [0, 1]; m_after = 0 gives 1 (vectorised)."
     b, a = np.asarray(before, dtype=float), np.asarray(after, dtype=float)
     if np.isnan(b).any() or np.isnan(a).any(): raise ValueError("quant_score got NaN metric values")
-    if (b < 0).any() or (a < 0).any(): raise ValueError("quant_score needs non-negative metric values (oriented, in [0, 1])")
+    if (b < 0).any() or (a < 0).any():
+        raise ValueError("quant_score needs non-negative metric values (oriented, in [0, 1])")
     with np.errstate(divide="ignore", invalid="ignore"):
         q = np.where(a > tol, b / np.where(a > tol, a, 1.0), np.inf)
     return np.clip(q, 0.0, 1.0)
@@ -82,12 +83,14 @@ def quantize_roundtrip(w: torch.Tensor,            # weights, any shape
                       ) -> torch.Tensor:
     "Block-wise absmax 4-bit round trip: each weight → nearest code level × its block's absmax (same shape, dtype)."
     if isinstance(levels, str):
-        if levels not in ("nf4", "int4"): raise ValueError(f"unknown code {levels!r}: use 'nf4', 'int4' or a tensor of levels")
+        if levels not in ("nf4", "int4"):
+            raise ValueError(f"unknown code {levels!r}: use 'nf4', 'int4' or a tensor of levels")
         levels = NF4_LEVELS if levels == "nf4" else INT4_LEVELS
     levels = torch.as_tensor(levels, dtype=torch.float32)
     if levels.ndim != 1 or len(levels) < 2 or not bool((levels[1:] > levels[:-1]).all()) or levels.abs().max() > 1:
         raise ValueError("levels must be a strictly increasing 1-D tensor of codes in [-1, 1]")
-    if not isinstance(block_size, int) or block_size < 1: raise ValueError(f"block_size must be a positive int, got {block_size!r}")
+    if not isinstance(block_size, int) or block_size < 1:
+        raise ValueError(f"block_size must be a positive int, got {block_size!r}")
     if not torch.isfinite(w).all(): raise ValueError("cannot quantize weights with NaN or infinite values")
     x = w.detach().float().reshape(-1)
     pad = (-len(x)) % block_size
@@ -111,7 +114,8 @@ def quantize_model(model,                     # a torch module (e.g. a transform
     with torch.no_grad():
         for name, mod in q.named_modules():
             if isinstance(mod, torch.nn.Linear) and not any(name == s or name.endswith("." + s) for s in skip):
-                mod.weight.copy_(quantize_roundtrip(mod.weight, block_size, levels)); n += 1
+                mod.weight.copy_(quantize_roundtrip(mod.weight, block_size, levels))
+                n += 1
     if n == 0: raise ValueError("quantize_model found no linear layer to quantize")
     return q.eval()
 
@@ -124,19 +128,22 @@ def _qa(x, name: str) -> tuple[list[str], list[str]]:
     if not p: raise ValueError(f"{name} is empty")
     return p, a
 
-def iter_pool_models(base,                     # model every pool member starts from (left unchanged; e.g. the retain model)
+def iter_pool_models(base,                 # model every pool member starts from (left unchanged; e.g. the retain model)
                 tokenizer,
                 retain: tuple,                 # (prompts, answers) every member trains on
-                variants: Mapping[str, tuple],  # name -> (pool "P"|"N", (prompts, answers)) of the forget knowledge variant
+                variants: Mapping[str, tuple],  # name -> (pool "P"|"N", (prompts, answers)) of the forget knowledge
+                                                # variant
                 lrs: Sequence[float] = (3e-4, 1e-3),  # learning rates
                 epochs: Sequence[int] = (2, 4),        # checkpoints, in epochs over retain ∪ variant
                 batch_size: int = 16,          # examples per step
                 seed: int = 0,                 # data-order seed
                ) -> list[tuple[dict, Any]]:
-    "Fine-tune `base` on retain ∪ each variant at each lr; yield (info, model) at each checkpoint epoch (one model in memory)."
+    ("Fine-tune `base` on retain ∪ each variant at each lr; yield (info, model) at each checkpoint epoch (one model "
+     "in memory).")
     rp, ra = _qa(retain, "retain")
     eps = sorted(int(e) for e in epochs)
-    if not eps or eps[0] < 1 or len(set(eps)) != len(eps): raise ValueError(f"epochs must be distinct positive ints, got {epochs}")
+    if not eps or eps[0] < 1 or len(set(eps)) != len(eps):
+        raise ValueError(f"epochs must be distinct positive ints, got {epochs}")
     if not lrs or any(not (lr > 0) for lr in lrs): raise ValueError(f"lrs must be positive, got {lrs}")
     if not variants: raise ValueError("no variants: pass at least one P and one N variant")
     pools = {v[0] for v in variants.values()}
@@ -144,13 +151,26 @@ def iter_pool_models(base,                     # model every pool member starts 
     if pools != {"P", "N"}: raise ValueError("variants must include at least one P and one N variant")
     for name, (pool, qa) in variants.items():
         vp, va = _qa(qa, f"variant {name!r}")
-        data = encode(tokenizer, format_prompts(tokenizer, rp + vp), ra + va, max_length=context_length(base), truncation=False)
-        n = len(rp) + len(vp); steps_per_epoch = math.ceil(n / batch_size)
+        data = encode(
+            tokenizer, format_prompts(tokenizer, rp + vp), ra + va, max_length=context_length(base), truncation=False
+        )
+        n = len(rp) + len(vp)
+        steps_per_epoch = math.ceil(n / batch_size)
         for lr in lrs:
-            model = copy.deepcopy(base); done = 0
-            for e in eps:                      # continue training to the next checkpoint (fresh AdamW state: reconstruction)
-                train_lm(model, data, steps=(e - done) * steps_per_epoch, lr=lr, batch_size=batch_size, decay="constant",
-                         weight_decay=0.0, seed=seed + 1000 * e, desc=f"pool {pool}:{name} lr={lr:g} ep{e}")
+            model = copy.deepcopy(base)
+            done = 0
+            for e in eps:                 # continue training to the next checkpoint (fresh AdamW state: reconstruction)
+                train_lm(
+                    model,
+                    data,
+                    steps=(e - done) * steps_per_epoch,
+                    lr=lr,
+                    batch_size=batch_size,
+                    decay="constant",
+                    weight_decay=0.0,
+                    seed=seed + 1000 * e,
+                    desc=f"pool {pool}:{name} lr={lr:g} ep{e}",
+                )
                 done = e
                 yield {"pool": pool, "variant": name, "lr": float(lr), "epoch": e}, copy.deepcopy(model).eval()
 
@@ -199,15 +219,18 @@ def relearn(model,                       # left unchanged
     return m.eval()
 
 def probe_models(models,                                # iterable of (info, unlearned model)
-                 retain_model,                          # the retain model (relearnt once, for the denominator's partner)
+                 retain_model,                         # the retain model (relearnt once, for the denominator's partner)
                  tokenizer,
                  forget: tuple,                         # (prompts, answers) of the forget set
-                 evaluate: Callable[[Any], Mapping[str, float]],  # model -> {metric: value} (with utility: the "before" stage)
-                 evaluate_after: Callable | None = None,  # the same after relearning / quantization (default: `evaluate`)
+                 evaluate: Callable[[Any], Mapping[str, float]],  # model -> {metric: value} (with utility: the "before"
+                                                                  # stage)
+                 evaluate_after: Callable | None = None,  # the same after relearning / quantization (default:
+                                                          # `evaluate`)
                  relearn_lr: float = 1e-3, relearn_epochs: int = 1, batch_size: int = 16,
                  block_size: int = 64, levels: str = "nf4", seed: int = 0,
                 ) -> pd.DataFrame:
-    "Metrics of each model before, after relearning and after 4-bit quantization (stage column), plus the retain model's."
+    ("Metrics of each model before, after relearning and after 4-bit quantization (stage column), plus the retain "
+     "model's.")
     after = evaluate_after or evaluate
     rows = [{"model": "retain", "stage": "before", **dict(evaluate(retain_model))},
             {"model": "retain", "stage": "relearn",
@@ -225,14 +248,16 @@ def robustness_table(probe_df: pd.DataFrame,      # probe_models output
                      mu_target: float,            # model utility of the target (full) model
                      mu_col: str = "model_utility",  # column of model utility
                      max_mu_drop: float = 0.2,    # keep models with MU ≥ (1 − max_mu_drop) · MU_target
-                     quant_lr: float | None = None,  # Q over models with this lr only (default: the smallest lr present)
+                     quant_lr: float | None = None,  # Q over models with this lr only (default: the smallest lr
+                                                     # present)
                     ) -> pd.DataFrame:
     "Per metric: models kept by the filters, mean R (relearning), mean Q (quantization), Robust = HM(R, Q)."
     if mu_col not in probe_df: raise ValueError(f"the probe table has no utility column {mu_col!r}")
     if not 0 <= max_mu_drop < 1: raise ValueError(f"max_mu_drop must be in [0, 1), got {max_mu_drop}")
     piv = {s: probe_df[probe_df.stage == s].set_index("model") for s in ("before", "relearn", "quant")}
     ret = probe_df[probe_df.model == "retain"].set_index("stage")
-    if {"before", "relearn"} - set(ret.index): raise ValueError("the probe table lacks the retain model's before/relearn rows")
+    if {"before", "relearn"} - set(ret.index):
+        raise ValueError("the probe table lacks the retain model's before/relearn rows")
     unl = piv["before"].drop(index="retain", errors="ignore")
     if unl.empty: raise ValueError("no unlearned models in the probe table")
     keep_mu = unl[mu_col] >= (1 - max_mu_drop) * mu_target
@@ -245,9 +270,19 @@ def robustness_table(probe_df: pd.DataFrame,      # probe_models output
         R = relearn_score(ret.loc["before", m], ret.loc["relearn", m], unl.loc[ids, m], piv["relearn"].loc[ids, m])
         qids = ids if quant_lr is None else unl.index[keep & np.isclose(unl.lr, quant_lr)]
         Q = quant_score(unl.loc[qids, m], piv["quant"].loc[qids, m])
-        Rm = float(np.mean(R)) if len(R) else np.nan; Qm = float(np.mean(Q)) if len(Q) else np.nan
+        Rm = float(np.mean(R)) if len(R) else np.nan
+        Qm = float(np.mean(Q)) if len(Q) else np.nan
         rob = harmonic_mean([Rm, Qm]) if len(R) and len(Q) else np.nan
-        rows.append({"metric": m, "n_kept": int(keep.sum()), "n_quant": len(qids), "relearn_R": Rm, "quant_Q": Qm, "robust": rob})
+        rows.append(
+            {
+                "metric": m,
+                "n_kept": int(keep.sum()),
+                "n_quant": len(qids),
+                "relearn_R": Rm,
+                "quant_Q": Qm,
+                "robust": rob,
+            }
+        )
     return pd.DataFrame(rows)
 
 def meta_table(faith_df: pd.DataFrame, robust_df: pd.DataFrame) -> pd.DataFrame:
@@ -257,13 +292,32 @@ def meta_table(faith_df: pd.DataFrame, robust_df: pd.DataFrame) -> pd.DataFrame:
     return t.sort_values("overall", ascending=False, na_position="last").reset_index(drop=True)
 
 # %% ../../nbs/p09_unlearning/05_meta.ipynb #b4170f76
-META_METRICS = {"forget_es": "Extraction Strength", "forget_em": "Exact Mem.", "forget_tr_prob_mean": "Truth Ratio",
-                "forget_para_prob": "Para. Prob", "forget_para_rouge": "Para. ROUGE", "forget_prob": "Probability",
-                "forget_rouge": "ROUGE", "forget_jailbreak_rouge": "Jailbreak ROUGE", "mia_zlib": "MIA-ZLib",
-                "mia_min_k": "MIA-MinK", "mia_loss": "MIA-LOSS", "mia_min_k_plus_plus": "MIA-MinK++"}   # ours -> paper's name
+META_METRICS = {
+    "forget_es": "Extraction Strength",
+    "forget_em": "Exact Mem.",
+    "forget_tr_prob_mean": "Truth Ratio",
+    "forget_para_prob": "Para. Prob",
+    "forget_para_rouge": "Para. ROUGE",
+    "forget_prob": "Probability",
+    "forget_rouge": "ROUGE",
+    "forget_jailbreak_rouge": "Jailbreak ROUGE",
+    "mia_zlib": "MIA-ZLib",
+    "mia_min_k": "MIA-MinK",
+    "mia_loss": "MIA-LOSS",
+    "mia_min_k_plus_plus": "MIA-MinK++",
+}  # ours -> paper's name
 MIA_METRICS = ("mia_zlib", "mia_min_k", "mia_loss", "mia_min_k_plus_plus")
 RANDOM_METRIC = "random"          # the trivial baseline: a "metric" of uniform noise
-ROBUST_METHODS = ("GradDiff", "IdkDPO", "IdkNLL", "NPO", "SimNPO", "AltPO", "UNDIAL", "RMU")   # the paper's robustness pool
+ROBUST_METHODS = (
+    "GradDiff",
+    "IdkDPO",
+    "IdkNLL",
+    "NPO",
+    "SimNPO",
+    "AltPO",
+    "UNDIAL",
+    "RMU",
+)  # the paper's robustness pool
 
 def pool_variants(bench,                  # a SynthTOFU benchmark
                   forget: str = "forget10",
@@ -285,11 +339,17 @@ def _unlearn_inputs(bench, tok, model, forget: str, seed: int) -> dict:
     from neurips25.unlearning.data import qa_batch
     from neurips25.unlearning.methods import idk_alternates, alternates_from_perturbed
     from neurips25.lm import context_length as _ctx
-    f = bench.split(forget); n_ctx = _ctx(model)
+    f = bench.split(forget)
+    n_ctx = _ctx(model)
     ret = bench.split("retain" + str(100 - int(forget[6:])))
-    return {"forget": qa_batch(tok, f, max_length=n_ctx), "retain": qa_batch(tok, ret, max_length=n_ctx),
-            "idk": qa_batch(tok, f.assign(answer=idk_alternates(list(bench.idk), len(f), seed)), max_length=n_ctx),
-            "alt": qa_batch(tok, f.assign(answer=alternates_from_perturbed(list(f.perturbed_answers), seed + 1)), max_length=n_ctx)}
+    return {
+        "forget": qa_batch(tok, f, max_length=n_ctx),
+        "retain": qa_batch(tok, ret, max_length=n_ctx),
+        "idk": qa_batch(tok, f.assign(answer=idk_alternates(list(bench.idk), len(f), seed)), max_length=n_ctx),
+        "alt": qa_batch(
+            tok, f.assign(answer=alternates_from_perturbed(list(f.perturbed_answers), seed + 1)), max_length=n_ctx
+        ),
+    }
 
 def unlearn_copy(full, inputs: Mapping, method: str, lr: float, epochs: float = 5, batch_size: int = 8, seed: int = 0,
                  **hparams):
@@ -298,8 +358,19 @@ def unlearn_copy(full, inputs: Mapping, method: str, lr: float, epochs: float = 
     if method == "PDU" and "retain_loss_eps" not in hparams: hparams.setdefault("retain_loss_eps_rel", 1.5)
     m = copy.deepcopy(full)
     # `full` itself, left untouched, is the frozen reference where the method needs one: no second deep copy
-    m, hist = unlearn(m, inputs["forget"], inputs["retain"], method, epochs=epochs, lr=lr, batch_size=batch_size, seed=seed,
-                      alternates=default_alternates(method, inputs["idk"], inputs["alt"]), ref_model=full, **hparams)
+    m, hist = unlearn(
+        m,
+        inputs["forget"],
+        inputs["retain"],
+        method,
+        epochs=epochs,
+        lr=lr,
+        batch_size=batch_size,
+        seed=seed,
+        alternates=default_alternates(method, inputs["idk"], inputs["alt"]),
+        ref_model=full,
+        **hparams
+    )
     return m.eval(), hist
 
 def _hf_kw(kind: str, model_path: str | None) -> dict:
@@ -327,11 +398,12 @@ def meta_experiment(kind: str = "tiny",          # model kind of unlearning.mode
                     batch_size: int = 16,        # pool / relearning batch size (unlearning: 8)
                     device: str = "auto",
                     cache: bool | None = None,   # core.cached on/off (None: core's default)
-                    data: str = "synth",         # "synth" (SynthTOFU) | "tofu" (the data layer's TOFU; n_authors ignored)
+                    data: str = "synth",       # "synth" (SynthTOFU) | "tofu" (the data layer's TOFU; n_authors ignored)
                     model_path: str | None = None,  # model kind "hf": a local HF folder or a registered source
                     grad_accum: int = 1,         # unlearning micro-batches per step (official: 4, effective 32)
                    ) -> dict:
-    "One seed of the meta-evaluation: {'pools', 'probe', 'targets', 'mu_target', 'model', 'diverged'} (tables, numbers)."
+    ("One seed of the meta-evaluation: {'pools', 'probe', 'targets', 'mu_target', 'model', 'diverged'} (tables, "
+     "numbers).")
     def compute():
         from neurips25.unlearning.data import make_bench
         from neurips25.unlearning.models import target_models
@@ -349,29 +421,67 @@ def meta_experiment(kind: str = "tiny",          # model kind of unlearning.mode
             return out
         targets = pd.DataFrame([{"model": "full", **ev(tm.full, True)}, {"model": "retain", **ev(tm.retain, True)}])
         train = bench.training_set(forget)
-        pools = evaluate_models(iter_pool_models(tm.retain, tok, (list(train.question), list(train.answer)),
-                                                 pool_variants(bench, forget, seed), pool_lrs, pool_epochs, batch_size, seed),
-                                ev, desc="pools")
+        pools = evaluate_models(
+            iter_pool_models(
+                tm.retain,
+                tok,
+                (list(train.question), list(train.answer)),
+                pool_variants(bench, forget, seed),
+                pool_lrs,
+                pool_epochs,
+                batch_size,
+                seed,
+            ),
+            ev,
+            desc="pools",
+        )
         inputs = _unlearn_inputs(bench, tok, tm.full, forget, seed)
         diverged = []
         def unlearned():
             for meth in methods:
                 for lr in unlearn_lrs:
                     try: m = unlearn_copy(tm.full, inputs, meth, lr, unlearn_epochs, 8, seed, grad_accum=grad_accum)[0]
-                    except FloatingPointError: diverged.append(f"{meth}@{lr:g}"); continue   # a diverged run is no model
+                    except FloatingPointError:                                              # a diverged run is no model
+                        diverged.append(f"{meth}@{lr:g}")
+                        continue
                     yield {"method": meth, "lr": float(lr)}, m
         f = bench.split(forget)
-        probe = probe_models(unlearned(), tm.retain, tok, (list(f.question), list(f.answer)), lambda m: ev(m, True),
-                             evaluate_after=ev, relearn_lr=relearn_lr, relearn_epochs=relearn_epochs, batch_size=batch_size,
-                             seed=seed)
+        probe = probe_models(
+            unlearned(),
+            tm.retain,
+            tok,
+            (list(f.question), list(f.answer)),
+            lambda m: ev(m, True),
+            evaluate_after=ev,
+            relearn_lr=relearn_lr,
+            relearn_epochs=relearn_epochs,
+            batch_size=batch_size,
+            seed=seed,
+        )
         return {"pools": pools, "probe": probe, "targets": targets, "mu_target": float(targets.model_utility[0]),
                 "model": kind, "n_params": lm.n_params(tm.full), "diverged": diverged}
     mkw = _hf_kw(kind, model_path)
-    params = dict(kind=kind, seed=seed, n_authors=n_authors, n_questions=n_questions, forget=forget, target_epochs=target_epochs,
-                  pool_lrs=list(pool_lrs), pool_epochs=list(pool_epochs), methods=list(methods), unlearn_lrs=list(unlearn_lrs),
-                  unlearn_epochs=unlearn_epochs, relearn_lr=relearn_lr, relearn_epochs=relearn_epochs, batch_size=batch_size)
-    if data != "synth" or mkw or grad_accum != 1: params.update(data=data, grad_accum=grad_accum, **mkw)   # medium keys as before
-    return cached("p09_meta_experiment", params, compute, modules=["neurips25.unlearning", "neurips25.lm"], enabled=cache)
+    params = dict(
+        kind=kind,
+        seed=seed,
+        n_authors=n_authors,
+        n_questions=n_questions,
+        forget=forget,
+        target_epochs=target_epochs,
+        pool_lrs=list(pool_lrs),
+        pool_epochs=list(pool_epochs),
+        methods=list(methods),
+        unlearn_lrs=list(unlearn_lrs),
+        unlearn_epochs=unlearn_epochs,
+        relearn_lr=relearn_lr,
+        relearn_epochs=relearn_epochs,
+        batch_size=batch_size,
+    )
+    if data != "synth" or mkw or grad_accum != 1:                                                # medium keys as before
+        params.update(data=data, grad_accum=grad_accum, **mkw)
+    return cached(
+        "p09_meta_experiment", params, compute, modules=["neurips25.unlearning", "neurips25.lm"], enabled=cache
+    )
 
 def meta_results(res: Mapping, max_mu_drop: float = 0.2) -> pd.DataFrame:
     "Faithfulness, robustness and Overall per metric (the random baseline included) from one `meta_experiment`."

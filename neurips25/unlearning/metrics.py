@@ -36,7 +36,11 @@ class MetricResult:
     def __float__(self): return float(self.value)
     def __repr__(self):
         n = "" if self.values is None else f", {len(self.values)} examples"
-        return f"MetricResult({self.name}={self.value:.4g}{n})" if self.value is not None else f"MetricResult({self.name}=None)"
+        return (
+            f"MetricResult({self.name}={self.value:.4g}{n})"
+            if self.value is not None
+            else f"MetricResult({self.name}=None)"
+        )
 
 @dataclass
 class AnswerStats:
@@ -78,9 +82,12 @@ def answer_stats(model, tokenizer,
                 ) -> AnswerStats:
     "Teacher-forced statistics of `answer_col` given `question_col` for every row of `df`, batched."
     check_split(df, (question_col, answer_col))
-    n = len(df); order = _order(df, question_col, answer_col); n_ctx = lm.context_length(model)
+    n = len(df)
+    order = _order(df, question_col, answer_col)
+    n_ctx = lm.context_length(model)
     rows: list = [None] * n
-    was_training = model.training; model.eval()
+    was_training = model.training
+    model.eval()
     for s in progress(range(0, n, batch_size), desc=desc):
         idx = order[s:s + batch_size]
         b = qa_batch(tokenizer, df.iloc[idx], answer_col, question_col, max_length=n_ctx, answer_prefix=answer_prefix)
@@ -103,18 +110,24 @@ def option_stats(model, tokenizer,
                  mink_pp: bool = False,                  # also MinK++'s z-scores
                  desc: str = "score answers",            # progress-bar label
                 ) -> dict:
-    "{col: AnswerStats} and, with `perturbed`, 'perturbed': mean NLL (N, K): a question's answers share one forward pass."
+    ("{col: AnswerStats} and, with `perturbed`, 'perturbed': mean NLL (N, K): a question's answers share one forward "
+     "pass.")
     cols = list(answer_cols)
     if not cols and not perturbed: raise ValueError("nothing to score: give answer_cols or perturbed=True")
     check_split(df, (question_col, *cols, *(["perturbed_answers"] if perturbed else [])))
     K = len(df.perturbed_answers.iloc[0]) if perturbed else 0
     prompts = format_prompts(tokenizer, df[question_col])
-    opts = [[df[c].iloc[i] for c in cols] + (list(df.perturbed_answers.iloc[i]) if perturbed else []) for i in range(len(df))]
+    opts = [
+        [df[c].iloc[i] for c in cols] + (list(df.perturbed_answers.iloc[i]) if perturbed else [])
+        for i in range(len(df))
+    ]
     res = lm.score_options(model, tokenizer, prompts, opts, batch_size=batch_size, mink_pp=mink_pp, desc=desc,
                            add_bos=tokenizer.bos_token_id is not None)
     out = {c: _stats_rows([r[j] for r in res]) for j, c in enumerate(cols)}
     if perturbed:
-        out["perturbed"] = np.array([[-r[len(cols) + k]["logprob"].astype(np.float64).mean() for k in range(K)] for r in res])
+        out["perturbed"] = np.array(
+            [[-r[len(cols) + k]["logprob"].astype(np.float64).mean() for k in range(K)] for r in res]
+        )
     return out
 
 def _flat_perturbed(df: pd.DataFrame, question_col: str) -> tuple[pd.DataFrame, int]:
@@ -125,7 +138,9 @@ def _flat_perturbed(df: pd.DataFrame, question_col: str) -> tuple[pd.DataFrame, 
                          "answer": [a for lst in df.perturbed_answers for a in lst]})
     return flat, K
 
-def perturbed_avg_loss(model, tokenizer, df: pd.DataFrame, question_col: str = "question", batch_size: int = 16) -> np.ndarray:
+def perturbed_avg_loss(
+    model, tokenizer, df: pd.DataFrame, question_col: str = "question", batch_size: int = 16
+) -> np.ndarray:
     "Mean NLL of each of the K perturbed answers, shape (N, K) (one packed forward pass per question)."
     return option_stats(model, tokenizer, df, (), True, question_col, batch_size, desc="score perturbed")["perturbed"]
 
@@ -156,13 +171,16 @@ def prob(model, tokenizer, df: pd.DataFrame,
 
 def para_prob(model, tokenizer, df: pd.DataFrame, question_col: str = "question", batch_size: int = 16) -> MetricResult:
     "Para.Prob: Prob of the paraphrased answer."
-    r = prob(model, tokenizer, df, "paraphrased_answer", question_col, batch_size); r.name = "para_prob"
+    r = prob(model, tokenizer, df, "paraphrased_answer", question_col, batch_size)
+    r.name = "para_prob"
     return r
 
 def prob_normalised_from_loss(correct_avg_loss, wrong_avg_losses) -> np.ndarray:
     "p_c / (p_c + Σ_i p_wrong,i): Prob on real_authors / world_facts (probability_w_options)."
-    pc = prob_from_loss(correct_avg_loss); pw = prob_from_loss(wrong_avg_losses)
-    if pw.ndim != 2 or pw.shape[0] != pc.shape[0]: raise ValueError(f"wrong_avg_losses must have shape (N, K) with N = {pc.shape[0]}, got {pw.shape}")
+    pc = prob_from_loss(correct_avg_loss)
+    pw = prob_from_loss(wrong_avg_losses)
+    if pw.ndim != 2 or pw.shape[0] != pc.shape[0]:
+        raise ValueError(f"wrong_avg_losses must have shape (N, K) with N = {pc.shape[0]}, got {pw.shape}")
     return pc / (pc + pw.sum(1) + 1e-10)
 
 # %% ../../nbs/p09_unlearning/02_metrics.ipynb #112ba604
@@ -173,18 +191,22 @@ def truth_ratio_from_losses(correct_avg_loss,   # mean NLL of the correct (parap
                             aggregator: str = "closer_to_1_better",  # see TR_AGGREGATORS
                            ) -> tuple[np.ndarray, float]:
     "Per-example truth ratio and its aggregate, as OpenUnlearning's truth_ratio computes them."
-    if aggregator not in TR_AGGREGATORS: raise ValueError(f"invalid truth ratio aggregator {aggregator!r}: use one of {TR_AGGREGATORS}")
-    lc = _check_finite(correct_avg_loss, "correct_avg_loss"); lw = _check_finite(wrong_avg_losses, "wrong_avg_losses")
+    if aggregator not in TR_AGGREGATORS:
+        raise ValueError(f"invalid truth ratio aggregator {aggregator!r}: use one of {TR_AGGREGATORS}")
+    lc = _check_finite(correct_avg_loss, "correct_avg_loss")
+    lw = _check_finite(wrong_avg_losses, "wrong_avg_losses")
     if lw.ndim == 1: lw = lw[:, None]
-    if lc.ndim != 1 or lw.shape[0] != lc.shape[0]: raise ValueError(f"shapes do not match: correct {lc.shape}, wrong {lw.shape}")
+    if lc.ndim != 1 or lw.shape[0] != lc.shape[0]:
+        raise ValueError(f"shapes do not match: correct {lc.shape}, wrong {lw.shape}")
     p_true = np.exp(-lc)                      # p_para
-    p_false = np.exp(-lw.mean(1))             # p̄_pert = exp(−mean_i NLL_i): geometric mean over the K perturbed answers
+    p_false = np.exp(-lw.mean(1))            # p̄_pert = exp(−mean_i NLL_i): geometric mean over the K perturbed answers
     if aggregator == "prob_mean":             # the paper's meta-eval form (PR #163): p_true / (p_true + p_false)
         r = p_true / (p_true + p_false + 1e-10)
         return r, float(r.mean())
     r = p_false / (p_true + 1e-10)            # TOFU: r = p̄_pert / p_para
     if aggregator == "closer_to_1_better": agg = np.mean(np.minimum(r, 1 / (r + 1e-10)))   # forget: mean min(r, 1/r)
-    else: agg = np.mean(np.maximum(0, 1 - r))                                             # retain/ra/wf: mean max(0, 1 − r)
+    else:                                                                             # retain/ra/wf: mean max(0, 1 − r)
+        agg = np.mean(np.maximum(0, 1 - r))
     return r, float(agg)
 
 def truth_ratio(model, tokenizer, df: pd.DataFrame,
@@ -193,7 +215,8 @@ def truth_ratio(model, tokenizer, df: pd.DataFrame,
                 question_col: str = "question",
                 batch_size: int = 16) -> MetricResult:
     "Truth Ratio: r = p̄(perturbed) / p(paraphrased) per example, aggregated as `aggregator`."
-    if aggregator not in TR_AGGREGATORS: raise ValueError(f"invalid truth ratio aggregator {aggregator!r}: use one of {TR_AGGREGATORS}")
+    if aggregator not in TR_AGGREGATORS:
+        raise ValueError(f"invalid truth ratio aggregator {aggregator!r}: use one of {TR_AGGREGATORS}")
     ops = option_stats(model, tokenizer, df, (correct_col,), True, question_col, batch_size, desc="truth ratio")
     lc, lw = ops[correct_col].avg_loss, ops["perturbed"]
     r, agg = truth_ratio_from_losses(lc, lw, aggregator)
@@ -243,18 +266,27 @@ def _rouge_scorer():
     if _SCORER is None:
         try: from rouge_score import rouge_scorer
         except ImportError: raise ImportError("ROUGE needs the rouge-score package: pip install rouge-score") from None
-        import logging; logging.getLogger("absl").setLevel(logging.WARNING)
+        import logging
+        logging.getLogger("absl").setLevel(logging.WARNING)
         _SCORER = rouge_scorer.RougeScorer(["rouge1", "rougeL"], use_stemmer=True)   # as eval_text_similarity
     return _SCORER
 
 def rouge_scores(generations: Sequence[str], references: Sequence[str]) -> pd.DataFrame:
     "rouge1_recall, rougeL_f1, rougeL_recall of each generation against its reference (rouge-score, stemmer on)."
-    if len(generations) != len(references): raise ValueError(f"{len(generations)} generations but {len(references)} references")
+    if len(generations) != len(references):
+        raise ValueError(f"{len(generations)} generations but {len(references)} references")
     if not len(references): raise ValueError("no generations to score")
-    sc = _rouge_scorer(); rows = []
+    sc = _rouge_scorer()
+    rows = []
     for g, r in zip(generations, references):
         s = sc.score(r, g)                                   # score(target, prediction)
-        rows.append({"rouge1_recall": s["rouge1"].recall, "rougeL_f1": s["rougeL"].fmeasure, "rougeL_recall": s["rougeL"].recall})
+        rows.append(
+            {
+                "rouge1_recall": s["rouge1"].recall,
+                "rougeL_f1": s["rougeL"].fmeasure,
+                "rougeL_recall": s["rougeL"].recall,
+            }
+        )
     return pd.DataFrame(rows)
 
 def _clean_generation(text: str, tokenizer) -> str:
@@ -271,18 +303,28 @@ def rouge(model, tokenizer, df: pd.DataFrame,
           max_new_tokens: int | None = None,  # default: min(200, 2 × longest reference + 8, what the context leaves)
           batch_size: int = 16) -> MetricResult:
     "ROUGE of greedy generations against the answers (TOFU: ROUGE-L recall)."
-    if rouge_type not in ("rougeL_recall", "rougeL_f1", "rouge1_recall"): raise ValueError(f"unknown rouge_type {rouge_type!r}")
+    if rouge_type not in ("rougeL_recall", "rougeL_f1", "rouge1_recall"):
+        raise ValueError(f"unknown rouge_type {rouge_type!r}")
     check_split(df, (question_col, answer_col))
     prompts = format_prompts(tokenizer, df[question_col])
     if answer_prefix: prompts = [f"{p} {answer_prefix}" if not p.endswith("\n") else p + answer_prefix for p in prompts]
     n_ctx = lm.context_length(model)
     p_len = max(len(x) for x in tokenizer(prompts, add_special_tokens=False)["input_ids"]) + 1
     a_len = max(len(x) for x in tokenizer(list(df[answer_col]), add_special_tokens=False)["input_ids"]) + 1
-    if max_new_tokens is None: max_new_tokens = min(200, 2 * a_len + 8, n_ctx - p_len)   # Reconstruction: the official 200, capped
-    if max_new_tokens < a_len: raise ValueError(f"answers would be truncated: the context of {n_ctx} leaves {max_new_tokens} new tokens, "
+    if max_new_tokens is None:                                                # Reconstruction: the official 200, capped
+        max_new_tokens = min(200, 2 * a_len + 8, n_ctx - p_len)
+    if max_new_tokens < a_len:
+        raise ValueError(f"answers would be truncated: the context of {n_ctx} leaves {max_new_tokens} new tokens, "
                                                 f"the longest answer has {a_len}")
-    gens = lm.greedy_generate(model, tokenizer, prompts, max_new_tokens=max_new_tokens, batch_size=batch_size, desc="ROUGE generate",
-                              add_bos=tokenizer.bos_token_id is not None)
+    gens = lm.greedy_generate(
+        model,
+        tokenizer,
+        prompts,
+        max_new_tokens=max_new_tokens,
+        batch_size=batch_size,
+        desc="ROUGE generate",
+        add_bos=tokenizer.bos_token_id is not None,
+    )
     gens = [_clean_generation(g, tokenizer) for g in gens]
     sc = rouge_scores(gens, list(df[answer_col]))
     v = sc[rouge_type].to_numpy()
@@ -310,9 +352,11 @@ def min_k_score(values: Sequence, k: float = 0.4) -> float:
 def _gradnorm_scores(model, tokenizer, df, answer_col, question_col, p: float) -> np.ndarray:
     "Per example: mean over parameter tensors of ‖∇_θ NLL‖_p (NLL = mean over answer tokens without <eos>)."
     if p not in (1, 2, float("inf")): raise ValueError(f"invalid p-norm {p}: use 1, 2 or inf")
-    n_ctx = lm.context_length(model); out = np.zeros(len(df))
+    n_ctx = lm.context_length(model)
+    out = np.zeros(len(df))
     params = [q for q in model.parameters() if q.requires_grad]
-    was_training = model.training; model.eval()
+    was_training = model.training
+    model.eval()
     try:
         for i in progress(range(len(df)), desc="gradnorm"):
             b = qa_batch(tokenizer, df.iloc[i:i + 1], answer_col, question_col, max_length=n_ctx)
@@ -339,25 +383,31 @@ def mia_scores(model, tokenizer, df: pd.DataFrame,
     k = _check_k(k)
     if attack == "gradnorm": return _gradnorm_scores(model, tokenizer, df, answer_col, question_col, p)
     if attack == "reference" and reference_model is None and reference_avg_loss is None:
-        raise ValueError("the reference attack needs reference_model (OpenUnlearning: reference_model_path, e.g. the retain model)")
+        raise ValueError(
+            "the reference attack needs reference_model (OpenUnlearning: reference_model_path, e.g. the retain model)"
+        )
     need_z = attack == "min_k_plus_plus"
     st = stats if stats is not None and (stats.zscores is not None or not need_z) else \
         answer_stats(model, tokenizer, df, answer_col, question_col, batch_size, mink_pp=need_z)
     if attack == "loss": return st.avg_loss.copy()                                  # LOSS = NLL
     if attack == "zlib":                                                             # NLL / len(zlib(text)), the text
-        texts = zlib_texts(tokenizer, st) if st.label_ids is not None else list(df[answer_col])   # as the code decodes it
+        texts = (
+            zlib_texts(tokenizer, st) if st.label_ids is not None else list(df[answer_col])
+        )  # as the code decodes it
         return st.avg_loss / np.array([len(zlib.compress(t.encode("utf-8"))) for t in texts])
     if attack == "min_k": return np.array([min_k_score(v, k) for v in st.logprobs])
     if attack == "min_k_plus_plus": return np.array([min_k_score(v, k) for v in st.zscores])
     ref = reference_avg_loss if reference_avg_loss is not None else \
         answer_stats(reference_model, tokenizer, df, answer_col, question_col, batch_size).avg_loss
     ref = _check_finite(ref, "reference_avg_loss")
-    if ref.shape != st.avg_loss.shape: raise ValueError(f"reference_avg_loss has {ref.shape[0]} values for {len(st.avg_loss)} examples")
+    if ref.shape != st.avg_loss.shape:
+        raise ValueError(f"reference_avg_loss has {ref.shape[0]} values for {len(st.avg_loss)} examples")
     return st.avg_loss - ref                                                         # NLL_target − NLL_ref
 
 def auc_forget_holdout(forget_scores, holdout_scores) -> float:
     "ROC AUC with forget labelled 0 and holdout labelled 1 (1: forget data much more likely than holdout)."
-    f = _check_finite(forget_scores, "forget_scores"); h = _check_finite(holdout_scores, "holdout_scores")
+    f = _check_finite(forget_scores, "forget_scores")
+    h = _check_finite(holdout_scores, "holdout_scores")
     return float(roc_auc_score(np.r_[np.zeros(len(f)), np.ones(len(h))], np.r_[f, h]))
 
 def mia_auc(model, tokenizer, forget_df: pd.DataFrame, holdout_df: pd.DataFrame, attack: str = "min_k", k: float = 0.4,
@@ -365,19 +415,22 @@ def mia_auc(model, tokenizer, forget_df: pd.DataFrame, holdout_df: pd.DataFrame,
     "MIA AUC of `attack` between the forget split (label 0) and the holdout split (label 1)."
     check_disjoint(forget_df, holdout_df, "forget", "holdout")
     kw = dict(attack=attack, k=k, reference_model=reference_model, p=p, batch_size=batch_size)
-    f = mia_scores(model, tokenizer, forget_df, **kw); h = mia_scores(model, tokenizer, holdout_df, **kw)
+    f = mia_scores(model, tokenizer, forget_df, **kw)
+    h = mia_scores(model, tokenizer, holdout_df, **kw)
     return MetricResult(f"mia_{attack}", auc_forget_holdout(f, h), None, {"forget_scores": f, "holdout_scores": h})
 
 # %% ../../nbs/p09_unlearning/02_metrics.ipynb #88119dc6
 def ks_pvalue(model_tr, retain_tr) -> float:
     "Forget Quality from per-example forget truth ratios: the two-sample KS test p-value (scipy ks_2samp)."
-    a = _check_finite(model_tr, "model_tr"); b = _check_finite(retain_tr, "retain_tr")
+    a = _check_finite(model_tr, "model_tr")
+    b = _check_finite(retain_tr, "retain_tr")
     return float(ks_2samp(a, b).pvalue)
 
 def _check_retain_tr(retain_tr, n: int) -> np.ndarray:
     "The retain model's forget truth ratios: finite numbers, one per forget example."
     a = _check_finite(retain_tr, "retain_tr").ravel()
-    if len(a) != n: raise ValueError(f"retain_tr has {len(a)} values, the forget split {n} examples: pass the retain model's "
+    if len(a) != n:
+        raise ValueError(f"retain_tr has {len(a)} values, the forget split {n} examples: pass the retain model's "
                                      "truth ratios on the same forget split")
     return a
 
@@ -387,11 +440,14 @@ def forget_quality(model, tokenizer, forget_df: pd.DataFrame,
                    batch_size: int = 16) -> MetricResult:
     "FQ: KS-test p-value between the forget truth ratios of `model` and of the retain model."
     if retain_model is None and retain_tr is None:
-        raise ValueError("forget_quality needs the retain model's forget truth ratios: pass retain_model= or retain_tr= "
-                         "(OpenUnlearning silently reports FQ = None without retain_logs_path)")
+        raise ValueError(
+            "forget_quality needs the retain model's forget truth ratios: pass retain_model= or retain_tr= "
+            "(OpenUnlearning silently reports FQ = None without retain_logs_path)"
+        )
     if retain_tr is not None: retain_tr = _check_retain_tr(retain_tr, len(forget_df))
     tr = truth_ratio(model, tokenizer, forget_df, "closer_to_1_better", batch_size=batch_size).values
-    if retain_tr is None: retain_tr = truth_ratio(retain_model, tokenizer, forget_df, "closer_to_1_better", batch_size=batch_size).values
+    if retain_tr is None:
+        retain_tr = truth_ratio(retain_model, tokenizer, forget_df, "closer_to_1_better", batch_size=batch_size).values
     return MetricResult("forget_quality", ks_pvalue(tr, retain_tr), tr, {"retain_tr": np.asarray(retain_tr)})
 
 def privleak_from_auc(auc: float,            # MIA (MinK) AUC of the unlearned model
@@ -402,7 +458,8 @@ def privleak_from_auc(auc: float,            # MIA (MinK) AUC of the unlearned m
         if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
             raise ValueError(f"{nm} must be a number in [0, 1], got {v!r}")
         if not (np.isfinite(v) and 0 <= v <= 1): raise ValueError(f"{nm} must lie in [0, 1], got {v}")
-    if auc_ret == 1: raise ValueError("PrivLeak is undefined for auc_ret = 1 (it divides by 1 − AUC_ret = 0; the official "
+    if auc_ret == 1:
+        raise ValueError("PrivLeak is undefined for auc_ret = 1 (it divides by 1 − AUC_ret = 0; the official "
                                       "code's + 1e-10 turns that into values of order 1e11)")
     return float(((1 - auc) - (1 - auc_ret)) / ((1 - auc_ret) + 1e-10) * 100)
 
@@ -413,9 +470,15 @@ def privleak(model, tokenizer, forget_df: pd.DataFrame, holdout_df: pd.DataFrame
     "PrivLeak on MinK (TOFU's privleak metric)."
     auc = mia_auc(model, tokenizer, forget_df, holdout_df, "min_k", k, batch_size=batch_size).value
     src = "given"
-    if retain_model is not None: auc_ret = mia_auc(retain_model, tokenizer, forget_df, holdout_df, "min_k", k, batch_size=batch_size).value; src = "retain model"
-    elif auc_ret is None: auc_ret = 0.5; src = "default 0.5 (official ref_value)"
-    return MetricResult("privleak", privleak_from_auc(auc, auc_ret), None, {"auc": auc, "auc_ret": auc_ret, "auc_ret_source": src})
+    if retain_model is not None:
+        auc_ret = mia_auc(retain_model, tokenizer, forget_df, holdout_df, "min_k", k, batch_size=batch_size).value
+        src = "retain model"
+    elif auc_ret is None:
+        auc_ret = 0.5
+        src = "default 0.5 (official ref_value)"
+    return MetricResult(
+        "privleak", privleak_from_auc(auc, auc_ret), None, {"auc": auc, "auc_ret": auc_ret, "auc_ret_source": src}
+    )
 
 # %% ../../nbs/p09_unlearning/02_metrics.ipynb #9a0b50d7
 def harmonic_mean(values) -> float:
@@ -427,13 +490,15 @@ def harmonic_mean(values) -> float:
 
 MU_COMPONENTS = tuple(f"{s}_{m}" for s in ("retain", "ra", "wf") for m in ("prob", "rouge", "truth_ratio"))
 
-def model_utility(model, tokenizer, bench: SynthTOFU, batch_size: int = 16, max_new_tokens: int | None = None) -> MetricResult:
+def model_utility(
+    model, tokenizer, bench: SynthTOFU, batch_size: int = 16, max_new_tokens: int | None = None
+) -> MetricResult:
     "MU: harmonic mean of {Prob, ROUGE-L recall, TR (true_better)} on retain_perturbed, real_authors, world_facts."
     comp = {}
     for s, name in (("retain", "retain_perturbed"), ("ra", "real_authors"), ("wf", "world_facts")):
         df = bench.split(name)
         cols = ("answer", "paraphrased_answer") if s == "retain" else ("answer",)
-        ops = option_stats(model, tokenizer, df, cols, True, batch_size=batch_size, desc=f"utility: {name}")   # one pass
+        ops = option_stats(model, tokenizer, df, cols, True, batch_size=batch_size, desc=f"utility: {name}")  # one pass
         lc, lw = ops["answer"].avg_loss, ops["perturbed"]
         if s == "retain":
             comp["retain_prob"] = float(prob_from_loss(lc).mean())                       # retain_Q_A_Prob
@@ -463,17 +528,29 @@ class RetainReference:
 
 def retain_reference(retain_model, tokenizer, bench, forget: str = "forget10", holdout: str | None = None,
                      k: float = 0.4, batch_size: int = 16) -> RetainReference:
-    "The retain model's forget truth ratios, MinK AUC and answer NLLs: one pass over forget (packed) and one over holdout."
+    ("The retain model's forget truth ratios, MinK AUC and answer NLLs: one pass over forget (packed) and one over "
+     "holdout.")
     k = _check_k(k)
     fdf, hdf = _forget_holdout(bench, forget, holdout)
-    ops = option_stats(retain_model, tokenizer, fdf, ("answer", "paraphrased_answer"), True, batch_size=batch_size, desc="retain reference")
+    ops = option_stats(
+        retain_model,
+        tokenizer,
+        fdf,
+        ("answer", "paraphrased_answer"),
+        True,
+        batch_size=batch_size,
+        desc="retain reference",
+    )
     hst = answer_stats(retain_model, tokenizer, hdf, batch_size=batch_size, desc="retain reference (holdout)")
     tr = truth_ratio_from_losses(ops["paraphrased_answer"].avg_loss, ops["perturbed"], "closer_to_1_better")[0]
-    auc = auc_forget_holdout([min_k_score(v, k) for v in ops["answer"].logprobs], [min_k_score(v, k) for v in hst.logprobs])
+    auc = auc_forget_holdout(
+        [min_k_score(v, k) for v in ops["answer"].logprobs], [min_k_score(v, k) for v in hst.logprobs]
+    )
     return RetainReference(tr, auc, ops["answer"].avg_loss, hst.avg_loss, k)
 
 def _forget_holdout(bench, forget: str, holdout: str | None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    if not (isinstance(forget, str) and forget.startswith("forget")): raise ValueError(f"forget must be a forget split, got {forget!r}")
+    if not (isinstance(forget, str) and forget.startswith("forget")):
+        raise ValueError(f"forget must be a forget split, got {forget!r}")
     holdout = holdout or "holdout" + forget[6:]
     fdf, hdf = bench.split(forget), bench.split(holdout)
     check_disjoint(fdf, hdf, forget, holdout)
@@ -499,7 +576,8 @@ def evaluate_results(model, tokenizer, bench: SynthTOFU,
     k = _check_k(k)
     if reference is not None and not isinstance(reference, RetainReference):
         raise ValueError(f"reference must be a RetainReference (retain_reference(...)), got {type(reference).__name__}")
-    if reference is not None and reference.k != k: raise ValueError(f"reference was computed with k = {reference.k}, not {k}")
+    if reference is not None and reference.k != k:
+        raise ValueError(f"reference was computed with k = {reference.k}, not {k}")
     if "forget_quality" in metrics and retain_model is None and retain_tr is None and reference is None:
         raise ValueError("forget_quality needs retain_model= or retain_tr= (OpenUnlearning silently reports FQ = None "
                          "without retain_logs_path); or leave it out of metrics=")
@@ -511,7 +589,8 @@ def evaluate_results(model, tokenizer, bench: SynthTOFU,
     if retain_tr is not None: retain_tr = _check_retain_tr(retain_tr, len(fdf))          # before any forward pass
     if reference is not None:
         _check_retain_tr(reference.forget_tr, len(fdf))
-        if len(reference.holdout_avg_loss) != len(hdf): raise ValueError("reference was computed on another holdout split")
+        if len(reference.holdout_avg_loss) != len(hdf):
+            raise ValueError("reference was computed on another holdout split")
     wants = ("privleak" in metrics or ("mia_reference" in metrics and explicit_ref is None)
              or ("forget_quality" in metrics and retain_tr is None))
     if retain_model is not None and reference is None and wants:
@@ -529,18 +608,38 @@ def evaluate_results(model, tokenizer, bench: SynthTOFU,
         return memo["forget"][col]
     def hst():
         if "holdout" not in memo:
-            memo["holdout"] = answer_stats(model, tokenizer, hdf, batch_size=batch_size, mink_pp=need_pp, desc="score holdout")
+            memo["holdout"] = answer_stats(
+                model, tokenizer, hdf, batch_size=batch_size, mink_pp=need_pp, desc="score holdout"
+            )
         return memo["holdout"]
     out: dict[str, MetricResult] = {}
     for m in metrics:
-        if m == "forget_prob": v = prob_from_loss(fst().avg_loss); out[m] = MetricResult(m, float(v.mean()), v)
+        if m == "forget_prob":
+            v = prob_from_loss(fst().avg_loss)
+            out[m] = MetricResult(m, float(v.mean()), v)
         elif m == "forget_para_prob":
-            v = prob_from_loss(fst("paraphrased_answer").avg_loss); out[m] = MetricResult(m, float(v.mean()), v)
-        elif m == "forget_rouge": out[m] = rouge(model, tokenizer, fdf, max_new_tokens=max_new_tokens, batch_size=batch_size)
+            v = prob_from_loss(fst("paraphrased_answer").avg_loss)
+            out[m] = MetricResult(m, float(v.mean()), v)
+        elif m == "forget_rouge":
+            out[m] = rouge(model, tokenizer, fdf, max_new_tokens=max_new_tokens, batch_size=batch_size)
         elif m == "forget_para_rouge":
-            out[m] = rouge(model, tokenizer, fdf, question_col="paraphrased_question", max_new_tokens=max_new_tokens, batch_size=batch_size)
+            out[m] = rouge(
+                model,
+                tokenizer,
+                fdf,
+                question_col="paraphrased_question",
+                max_new_tokens=max_new_tokens,
+                batch_size=batch_size,
+            )
         elif m == "forget_jailbreak_rouge":
-            out[m] = rouge(model, tokenizer, fdf, answer_prefix=JAILBREAK_PREFIX, max_new_tokens=max_new_tokens, batch_size=batch_size)
+            out[m] = rouge(
+                model,
+                tokenizer,
+                fdf,
+                answer_prefix=JAILBREAK_PREFIX,
+                max_new_tokens=max_new_tokens,
+                batch_size=batch_size,
+            )
         elif m in ("forget_truth_ratio", "forget_tr_prob_mean", "forget_quality"):
             agg = "prob_mean" if m == "forget_tr_prob_mean" else "closer_to_1_better"
             r, a = truth_ratio_from_losses(fst("paraphrased_answer").avg_loss, fst("perturbed"), agg)
@@ -548,8 +647,12 @@ def evaluate_results(model, tokenizer, bench: SynthTOFU,
                 rt = retain_tr if retain_tr is not None else reference.forget_tr
                 out[m] = MetricResult(m, ks_pvalue(r, rt), r, {"retain_tr": np.asarray(rt)})
             else: out[m] = MetricResult(m, a, r)
-        elif m == "forget_em": v = em_from_matches(fst().matches); out[m] = MetricResult(m, float(v.mean()), v)
-        elif m == "forget_es": v = es_from_matches(fst().matches); out[m] = MetricResult(m, float(v.mean()), v)
+        elif m == "forget_em":
+            v = em_from_matches(fst().matches)
+            out[m] = MetricResult(m, float(v.mean()), v)
+        elif m == "forget_es":
+            v = es_from_matches(fst().matches)
+            out[m] = MetricResult(m, float(v.mean()), v)
         elif m.startswith("mia_"):
             att = m[4:]
             use_ref = att == "reference" and reference is not None and explicit_ref is None
@@ -566,7 +669,9 @@ def evaluate_results(model, tokenizer, bench: SynthTOFU,
             if reference is not None: a_ret, src = reference.auc_min_k, "retain model"
             elif auc_ret is not None: a_ret, src = auc_ret, "given"
             else: a_ret, src = 0.5, "default 0.5 (official ref_value)"
-            out[m] = MetricResult(m, privleak_from_auc(auc, a_ret), None, {"auc": auc, "auc_ret": a_ret, "auc_ret_source": src})
+            out[m] = MetricResult(
+                m, privleak_from_auc(auc, a_ret), None, {"auc": auc, "auc_ret": a_ret, "auc_ret_source": src}
+            )
         elif m == "model_utility": out[m] = model_utility(model, tokenizer, bench, batch_size, max_new_tokens)
     return out
 

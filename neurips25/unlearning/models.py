@@ -24,7 +24,8 @@ MODEL_KINDS: dict[str, dict] = {
     "tiny": dict(arch="llama", n_layer=2, d_model=128, n_head=4, n_ctx=64, lr=3e-3, epochs=16, batch_size=32),
     # the mid-size tiny model for the many-model parts at medium (P/N pools, relearning)
     "tiny_mid": dict(arch="llama", n_layer=4, d_model=256, n_head=4, n_ctx=64, lr=1e-3, epochs=20, batch_size=32),
-    # SmolLM2-135M-Instruct fine-tuned (TOFU fine-tunes Llama at lr 1e-5 for 5 epochs; a 135M model on ~700 QA needs more)
+    # SmolLM2-135M-Instruct fine-tuned (TOFU fine-tunes Llama at lr 1e-5 for 5 epochs; a 135M model on ~700 QA needs
+    # more)
     "smollm2": dict(lr=5e-5, epochs=5, batch_size=16),
     # a user-supplied local Hugging Face folder (`model_path`: a folder, or a registered source such as
     # llama32_1b_instruct), fine-tuned with OpenUnlearning's configs/experiment/finetune/tofu/default.yaml: lr 1e-5,
@@ -33,7 +34,17 @@ MODEL_KINDS: dict[str, dict] = {
     "hf": dict(model_path="llama32_1b_instruct", lr=1e-5, epochs=5, batch_size=8, grad_accum=4, weight_decay=0.01,
                warmup_epochs=1.0, decay="linear", betas=(0.9, 0.999), grad_ckpt=False),
 }
-TRAIN_KEYS = ("lr", "epochs", "batch_size", "grad_accum", "weight_decay", "warmup_epochs", "decay", "betas", "grad_ckpt")
+TRAIN_KEYS = (
+    "lr",
+    "epochs",
+    "batch_size",
+    "grad_accum",
+    "weight_decay",
+    "warmup_epochs",
+    "decay",
+    "betas",
+    "grad_ckpt",
+)
 HF_CHAT_SYSTEM = "You are a helpful assistant."          # OpenUnlearning's configs/model/Llama-3.2-1B-Instruct.yaml
 HF_CHAT_KWARGS = {"date_string": "10 Apr 2025"}          # its template_args.date_string (Llama 3's template reads it)
 
@@ -51,7 +62,9 @@ def _hf_folder(model_path: str) -> Path:
     "The folder of `model_path`: a registered model source (neurips25.sources) or a path."
     from neurips25.sources.registry import SOURCES, source_root
     if not isinstance(model_path, (str, Path)) or not str(model_path).strip():
-        raise ValueError("model kind 'hf' needs model_path: a local Hugging Face folder or a registered source (llama32_1b_instruct)")
+        raise ValueError(
+            "model kind 'hf' needs model_path: a local Hugging Face folder or a registered source (llama32_1b_instruct)"
+        )
     return source_root(str(model_path)) if str(model_path) in SOURCES else Path(model_path).expanduser()
 
 def weights_fingerprint(model_path: str) -> dict:
@@ -86,7 +99,7 @@ def load_hf(model_path: str,                  # a local Hugging Face folder, or 
     dev = get_device(device)
     model = model.to(dev).eval()
     if dev.type == "cuda": lm.set_autocast(model, torch.bfloat16)     # OpenUnlearning trains and evaluates in bf16
-    if getattr(tok, "chat_template", None):                            # the model's own template, the code's system prompt
+    if getattr(tok, "chat_template", None):                         # the model's own template, the code's system prompt
         tok.p09_chat_system, tok.p09_chat_kwargs = HF_CHAT_SYSTEM, dict(HF_CHAT_KWARGS)
     return model, tok
 
@@ -95,11 +108,13 @@ def base_model(kind: str,                 # "tiny" | "tiny_mid" | "smollm2" | "h
                seed: int = 0,             # initialisation seed (tiny kinds)
                device: str = "auto",      # core.get_device
                **overrides) -> tuple:
-    "The model before fine-tuning and its tokenizer: a random tiny Llama over SynthTOFU's words, SmolLM2, or a local HF folder."
+    ("The model before fine-tuning and its tokenizer: a random tiny Llama over SynthTOFU's words, SmolLM2, or a local "
+     "HF folder.")
     spec = model_spec(kind, **overrides)
     if kind == "smollm2": return lm.load_smollm2(device=device)
     if kind == "hf": return load_hf(spec["model_path"], device=device)
-    if bench is None: raise ValueError(f"model kind {kind!r} needs the benchmark (its tokenizer is built over its words)")
+    if bench is None:
+        raise ValueError(f"model kind {kind!r} needs the benchmark (its tokenizer is built over its words)")
     tok = synth_tokenizer(bench)
     m = lm.tiny_lm(tok, n_layer=spec["n_layer"], d_model=spec["d_model"], n_head=spec["n_head"], n_ctx=spec["n_ctx"],
                    arch=spec["arch"], seed=seed, device=device)
@@ -137,12 +152,15 @@ def finetune(kind: str,                   # model kind (MODEL_KINDS)
     model, tok = base_model(kind, bench, seed=seed, device=device, **{k: v for k, v in arch.items()})
     data = qa_batch(tok, train_df, max_length=lm.context_length(model))
     key = {"kind": kind, "seed": seed, **arch, **lm.lm_key(model, tok)}
-    if kind == "hf": key["weights"] = weights_fingerprint(spec["model_path"])   # the config alone does not fix the weights
+    if kind == "hf":                                                         # the config alone does not fix the weights
+        key["weights"] = weights_fingerprint(spec["model_path"])
     def model_fn():
         m = base_model(kind, bench, seed=seed, device=device, **arch)[0]
         if spec.get("grad_ckpt"): _checkpointing(m, True)
         return m
-    model, hist = lm.train_cached(cache_name, model_fn, key, data, modules=["neurips25.lm"], desc=desc, **recipe(len(train_df)))
+    model, hist = lm.train_cached(
+        cache_name, model_fn, key, data, modules=["neurips25.lm"], desc=desc, **recipe(len(train_df))
+    )
     if spec.get("grad_ckpt"): _checkpointing(model, False)
     return model.to(get_device(device)).eval(), tok, hist
 
@@ -161,7 +179,9 @@ def target_models(bench: SynthTOFU,        # the benchmark
                   **kw) -> TargetModels:
     "(full, retain, tokenizer): `kind` fine-tuned on full and on the retain split, both cached (TOFU's target models)."
     full, tok, _ = finetune(kind, bench, bench.training_set(None), seed=seed, device=device, desc=f"{kind} full", **kw)
-    retain, _, _ = finetune(kind, bench, bench.training_set(forget), seed=seed, device=device, desc=f"{kind} retain", **kw)
+    retain, _, _ = finetune(
+        kind, bench, bench.training_set(forget), seed=seed, device=device, desc=f"{kind} retain", **kw
+    )
     return TargetModels(full, retain, tok)
 
 # %% ../../nbs/p09_unlearning/01_models.ipynb #286e49eb
@@ -177,5 +197,12 @@ def finetune_throughput(kind: str,            # model kind
     lm.train_lm(model, data, steps=1, lr=1e-5, batch_size=spec["batch_size"], desc="warm-up")
     hist = lm.train_lm(model, data, steps=steps, lr=1e-5, batch_size=spec["batch_size"], desc=f"time {kind}")
     s = float(hist.seconds.iloc[-1])
-    return {"kind": kind, "params": lm.n_params(model), "batch_size": spec["batch_size"], "steps": steps,
-            "tokens_per_s": float(hist.tokens.iloc[-1]) / s, "s_per_step": s / steps, "device": str(lm.model_device(model))}
+    return {
+        "kind": kind,
+        "params": lm.n_params(model),
+        "batch_size": spec["batch_size"],
+        "steps": steps,
+        "tokens_per_s": float(hist.tokens.iloc[-1]) / s,
+        "s_per_step": s / steps,
+        "device": str(lm.model_device(model)),
+    }

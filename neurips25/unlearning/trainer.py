@@ -22,19 +22,26 @@ __all__ = ['METHODS', 'check_batch', 'forward_logits', 'token_nll', 'mean_nll', 
 # %% ../../nbs/p09_unlearning/03_trainer.ipynb #a7b17cf1
 def check_batch(batch: Mapping[str, torch.Tensor],  # an `lm.encode(...)` dict
                 name: str = "batch",                 # what it is, for the error message
-                model=None,                          # the model it is fed to: token ids are checked against its vocabulary
+                model=None,                       # the model it is fed to: token ids are checked against its vocabulary
                ) -> int:
-    "Validate an encoded batch (input_ids, attention_mask, labels; same rows; an answer token in every row); return its rows."
+    ("Validate an encoded batch (input_ids, attention_mask, labels; same rows; an answer token in every row); return "
+     "its rows.")
     if not isinstance(batch, Mapping) or "input_ids" not in batch:
-        raise ValueError(f"{name} must be an lm.encode(tokenizer, prompts, completions) dict with input_ids, attention_mask, labels")
+        raise ValueError(
+            f"{name} must be an lm.encode(tokenizer, prompts, completions) dict with input_ids, attention_mask, labels"
+        )
     missing = [k for k in ("attention_mask", "labels") if k not in batch]
     if missing: raise ValueError(f"{name} lacks {missing}: encode it with lm.encode(tokenizer, prompts, completions)")
     ids = batch["input_ids"]
-    if not torch.is_tensor(ids) or ids.ndim != 2: raise ValueError(f"{name}['input_ids'] must be a 2-D tensor (rows, length)")
+    if not torch.is_tensor(ids) or ids.ndim != 2:
+        raise ValueError(f"{name}['input_ids'] must be a 2-D tensor (rows, length)")
     n = ids.shape[0]
     if n == 0: raise ValueError(f"{name} is empty: no rows")
     bad = {k: tuple(v.shape) for k, v in batch.items() if torch.is_tensor(v) and tuple(v.shape[:2]) != tuple(ids.shape)}
-    if bad: raise ValueError(f"{name}: tensors of different shapes (mismatched lengths): {bad} vs input_ids {tuple(ids.shape)}")
+    if bad:
+        raise ValueError(
+            f"{name}: tensors of different shapes (mismatched lengths): {bad} vs input_ids {tuple(ids.shape)}"
+        )
     empty = ((batch["labels"][:, 1:] != -100).sum(1) == 0).nonzero().flatten().tolist()
     if empty: raise ValueError(f"{name}: row(s) {empty[:10]} have no answer token (labels all -100)")
     if model is not None: lm.check_token_ids(model, ids, f"{name}['input_ids']")
@@ -52,7 +59,8 @@ def token_nll(logits: torch.Tensor,  # (B, T, V)
               labels: torch.Tensor,  # (B, T), -100 where not scored
              ) -> tuple[torch.Tensor, torch.Tensor]:
     "Per-token cross-entropy −log p(y_{t+1} | ·) of the shifted labels (0 where masked), shape (B, T−1), and the mask."
-    tgt = labels[:, 1:].to(logits.device); mask = tgt != -100
+    tgt = labels[:, 1:].to(logits.device)
+    mask = tgt != -100
     nll = F.cross_entropy(logits[:, :-1].transpose(1, 2), tgt.masked_fill(~mask, 0), reduction="none")
     return nll * mask, mask
 
@@ -86,7 +94,8 @@ def retain_kl(model, ref_model, retain: Mapping[str, torch.Tensor]) -> torch.Ten
 # %% ../../nbs/p09_unlearning/03_trainer.ipynb #221e3244
 @dataclass
 class UnlearnLoss(abc.ABC):
-    "Base class of an unlearning objective: L = γ·forget_loss + α·retain_loss (subclasses declare their hyperparameters)."
+    ("Base class of an unlearning objective: L = γ·forget_loss + α·retain_loss (subclasses declare their "
+     "hyperparameters).")
     name: ClassVar[str] = "UnlearnLoss"
     needs_ref: ClassVar[bool] = False          # a frozen copy of the model before unlearning is used
     needs_alternates: ClassVar[bool] = False   # an alternate-answer batch (IdK / AltPO answers) aligned with forget
@@ -101,7 +110,8 @@ class UnlearnLoss(abc.ABC):
         names = {f.name for f in dataclasses.fields(self)}
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
-            if isinstance(v, float) and not math.isfinite(v): raise ValueError(f"{self.name}: {f.name} must be finite, got {v}")
+            if isinstance(v, float) and not math.isfinite(v):
+                raise ValueError(f"{self.name}: {f.name} must be finite, got {v}")
         for k in self._nonnegative + self._positive:
             if k not in names: continue
             v = getattr(self, k)
@@ -110,7 +120,9 @@ class UnlearnLoss(abc.ABC):
                 raise ValueError(f"{self.name}: {k} must be a number, got {v!r}")
             if k in self._positive and not v > 0: raise ValueError(f"{self.name}: {k} must be > 0, got {v}")
             if k in self._nonnegative and not v >= 0:
-                raise ValueError(f"{self.name}: {k} must be >= 0, got {v} (a negative weight turns the term's descent into ascent)")
+                raise ValueError(
+                    f"{self.name}: {k} must be >= 0, got {v} (a negative weight turns the term's descent into ascent)"
+                )
     def hparams(self) -> dict:
         "The hyperparameters as a plain dict."
         return dataclasses.asdict(self)
@@ -149,7 +161,8 @@ class UnlearnLoss(abc.ABC):
         loss = float(getattr(self, "gamma", 1.0)) * lf                       # L = γ·L_f ...
         logs = {"forget_loss": float(lf.detach())}
         if self.uses_retain():
-            if retain is None: raise ValueError(f"{self.name} has a retain term (alpha={self.alpha}) but no retain batch was given")
+            if retain is None:
+                raise ValueError(f"{self.name} has a retain term (alpha={self.alpha}) but no retain batch was given")
             lr_ = self.retain_loss(model, ref_model, retain)
             loss = loss + float(self.alpha) * lr_                           # ... + α·L_r
             logs["retain_loss"] = float(lr_.detach())
@@ -177,7 +190,9 @@ class GradDiff(UnlearnLoss):
     def validate(self):
         super().validate()
         if self.retain_loss_type not in self._retain_types:
-            raise ValueError(f"{self.name}: retain_loss_type must be one of {self._retain_types}, got {self.retain_loss_type!r}")
+            raise ValueError(
+                f"{self.name}: retain_loss_type must be one of {self._retain_types}, got {self.retain_loss_type!r}"
+            )
     def requires_ref(self) -> bool: return self.needs_ref or (self.uses_retain() and self.retain_loss_type == "KL")
     def forget_loss(self, model, ref_model, forget, alternates=None):
         nll, mask = batch_nll(model, forget)
@@ -197,7 +212,9 @@ def dpo_loss(model, ref_model,
     "L = −(2/β)·mean log σ(β[Δ(y_w) − Δ(y_l)]) (the code's `compute_dpo_loss`)."
     if win is None and lose is None: raise ValueError("dpo_loss needs a winner or a loser batch (both are None)")
     if win is not None and lose is not None and len(win["input_ids"]) != len(lose["input_ids"]):
-        raise ValueError(f"winner and loser batches have different rows: {len(win['input_ids'])} vs {len(lose['input_ids'])}")
+        raise ValueError(
+            f"winner and loser batches have different rows: {len(win['input_ids'])} vs {len(lose['input_ids'])}"
+        )
     dw = log_ratio(model, ref_model, win) if win is not None else 0.0
     dl = log_ratio(model, ref_model, lose) if lose is not None else 0.0
     return -2 / beta * F.logsigmoid(beta * (dw - dl)).mean()
@@ -218,7 +235,8 @@ METHODS: dict[str, type] = {}
 
 def register_method(cls: type) -> type:
     "Class decorator: add an `UnlearnLoss` subclass to `METHODS` under its `name`."
-    if not (isinstance(cls, type) and issubclass(cls, UnlearnLoss)): raise TypeError(f"{cls!r} is not an UnlearnLoss subclass")
+    if not (isinstance(cls, type) and issubclass(cls, UnlearnLoss)):
+        raise TypeError(f"{cls!r} is not an UnlearnLoss subclass")
     METHODS[cls.name] = cls
     return cls
 
@@ -229,12 +247,18 @@ def get_method(method: str | UnlearnLoss,  # a name in METHODS, or a ready Unlea
               ) -> UnlearnLoss:
     "An `UnlearnLoss` instance from a name (official defaults, overridden by `hparams`) or the instance itself."
     if isinstance(method, UnlearnLoss):
-        if hparams: raise ValueError(f"hyperparameters {sorted(hparams)} given with a ready {method.name} instance: set them on it")
+        if hparams:
+            raise ValueError(
+                f"hyperparameters {sorted(hparams)} given with a ready {method.name} instance: set them on it"
+            )
         return method
-    if not isinstance(method, str): raise TypeError(f"method must be a name or an UnlearnLoss, got {type(method).__name__}")
+    if not isinstance(method, str):
+        raise TypeError(f"method must be a name or an UnlearnLoss, got {type(method).__name__}")
     if method not in METHODS:
-        raise ValueError(f"unknown unlearning method {method!r}; known methods: {', '.join(sorted(METHODS))} (the other ten "
-                         "register when neurips25.unlearning.methods is imported, as importing neurips25.unlearning does)")
+        raise ValueError(
+            f"unknown unlearning method {method!r}; known methods: {', '.join(sorted(METHODS))} (the other ten "
+            "register when neurips25.unlearning.methods is imported, as importing neurips25.unlearning does)"
+        )
     cls = METHODS[method]
     valid = [f.name for f in dataclasses.fields(cls)]
     bad = sorted(set(hparams) - set(valid))
@@ -247,7 +271,8 @@ def _index_stream(n: int, batch_size: int, gen: torch.Generator):
     buf = torch.empty(0, dtype=torch.long)
     while True:
         while len(buf) < batch_size: buf = torch.cat([buf, torch.randperm(n, generator=gen)])
-        yield buf[:batch_size]; buf = buf[batch_size:]
+        yield buf[:batch_size]
+        buf = buf[batch_size:]
 
 def take_rows(batch: Mapping[str, torch.Tensor], idx: torch.Tensor) -> dict:
     "Rows `idx` of an encoded batch, trimmed of the columns that are padding in every chosen row."
@@ -261,23 +286,26 @@ def _n_tokens(*batches) -> int:
     return int(sum(int(b["attention_mask"].sum()) for b in batches if b is not None))
 
 def unlearn(model,                                  # a transformers causal LM (the target), unlearned in place
-            forget: Mapping[str, torch.Tensor],     # encoded forget set (lm.encode: prompts = questions, completions = answers)
+            forget: Mapping[str, torch.Tensor],     # encoded forget set (lm.encode: prompts = questions, completions =
+                                                    # answers)
             retain: Mapping[str, torch.Tensor] | None = None,  # encoded retain set (needed when the method has α ≠ 0)
             method: str | UnlearnLoss = "GradDiff",  # a name in METHODS or an UnlearnLoss instance
             steps: int | None = None,               # optimiser steps (or give `epochs`; neither: the code's 10 epochs)
-            epochs: float | None = None,            # passes over the forget set (steps = ceil(epochs · N_f / (batch·accum)))
+            epochs: float | None = None,       # passes over the forget set (steps = ceil(epochs · N_f / (batch·accum)))
             lr: float = 1e-5,                       # peak learning rate (the code's default; tiny models want ~1e-3)
             batch_size: int = 8,                    # forget rows (and as many retain rows) per micro-batch
             grad_accum: int = 1,                    # micro-batches per optimiser step (the code: 4)
-            warmup: int | float | None = None,      # warm-up steps (int), fraction of steps (float < 1), None: one epoch
+            warmup: int | float | None = None,     # warm-up steps (int), fraction of steps (float < 1), None: one epoch
             decay: str = "linear",                  # "linear" (HF default) | "cosine" | "constant" after warm-up
             weight_decay: float = 0.01,             # AdamW decoupled weight decay (matrices only)
             betas: tuple = (0.9, 0.999),            # AdamW betas (HF defaults)
             grad_clip: float | None = 1.0,          # max global gradient norm (HF default 1.0)
             seed: int = 0,                          # data order and the method's random draws
             ref_model=None,                         # frozen reference model (default: a copy of `model` when needed)
-            alternates: Mapping[str, torch.Tensor] | None = None,  # encoded alternate answers, rows aligned with `forget`
-            callback: Callable | None = None,       # callback(model, step) -> dict | None, at step 0 and every callback_every
+            alternates: Mapping[str, torch.Tensor] | None = None,  # encoded alternate answers, rows aligned with
+                                                                   # `forget`
+            callback: Callable | None = None,       # callback(model, step) -> dict | None, at step 0 and every
+                                                    # callback_every
             callback_every: int | None = None,      # steps between callbacks (default: about 10 calls)
             desc: str | None = None,                # progress-bar label (default: the method's name)
             restore_on_error: bool = True,          # a run that raises puts the weights back as they were (else: partly
@@ -289,24 +317,33 @@ def unlearn(model,                                  # a transformers causal LM (
     nf = check_batch(forget, "forget", model)
     if alternates is not None:
         na = check_batch(alternates, "alternates", model)
-        if na != nf: raise ValueError(f"alternates must be aligned with the forget rows: {na} alternates vs {nf} forget rows")
+        if na != nf:
+            raise ValueError(f"alternates must be aligned with the forget rows: {na} alternates vs {nf} forget rows")
     elif loss_fn.needs_alternates:
-        raise ValueError(f"{loss_fn.name} needs `alternates`: an encoded batch of alternate answers aligned with the forget "
-                         f"rows (IdK answers for IdkNLL/IdkDPO, alternate answers for AltPO)")
+        raise ValueError(
+            f"{loss_fn.name} needs `alternates`: an encoded batch of alternate answers aligned with the forget "
+            f"rows (IdK answers for IdkNLL/IdkDPO, alternate answers for AltPO)"
+        )
     if loss_fn.uses_retain():
-        if retain is None: raise ValueError(f"{loss_fn.name} has a retain term (alpha={loss_fn.alpha}): pass `retain` (or alpha=0)")
+        if retain is None:
+            raise ValueError(f"{loss_fn.name} has a retain term (alpha={loss_fn.alpha}): pass `retain` (or alpha=0)")
         nr = check_batch(retain, "retain", model)
     for k, v in (("batch_size", batch_size), ("grad_accum", grad_accum)):
-        if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1: raise ValueError(f"{k} must be an integer >= 1, got {v!r}")
-    if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0): raise ValueError(f"lr must be a positive finite number, got {lr!r}")
-    spe = max(1, math.ceil(nf / (batch_size * grad_accum)))              # steps per epoch (the forget set is the anchor)
+        if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1:
+            raise ValueError(f"{k} must be an integer >= 1, got {v!r}")
+    if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
+        raise ValueError(f"lr must be a positive finite number, got {lr!r}")
+    spe = max(1, math.ceil(nf / (batch_size * grad_accum)))             # steps per epoch (the forget set is the anchor)
     if steps is not None and epochs is not None: raise ValueError("give `steps` or `epochs`, not both")
     if steps is None:
         epochs = 10.0 if epochs is None else epochs
-        if not (math.isfinite(epochs) and epochs > 0): raise ValueError(f"epochs must be a positive number, got {epochs!r}")
+        if not (math.isfinite(epochs) and epochs > 0):
+            raise ValueError(f"epochs must be a positive number, got {epochs!r}")
         steps = max(1, math.ceil(epochs * spe))
-    if not isinstance(steps, (int, np.integer)) or isinstance(steps, bool) or steps < 1: raise ValueError(f"steps must be an integer >= 1, got {steps!r}")
-    if warmup is None: warm = min(spe, steps - 1)                          # warmup_epochs: 1.0 (configs/experiment/unlearn)
+    if not isinstance(steps, (int, np.integer)) or isinstance(steps, bool) or steps < 1:
+        raise ValueError(f"steps must be an integer >= 1, got {steps!r}")
+    if warmup is None:                                                 # warmup_epochs: 1.0 (configs/experiment/unlearn)
+        warm = min(spe, steps - 1)
     elif isinstance(warmup, float) and 0 <= warmup < 1: warm = int(round(warmup * steps))
     elif isinstance(warmup, (int, np.integer)) and 0 <= warmup: warm = int(warmup)
     else: raise ValueError(f"warmup must be an int >= 0, a fraction in [0, 1) or None, got {warmup!r}")
@@ -318,15 +355,23 @@ def unlearn(model,                                  # a transformers causal LM (
     elif ref_model is None: ref_model = copy.deepcopy(model)              # the only copy, made where it is needed
     ref_flags = {}
     if ref_model is not None:
-        if ref_model is model: raise ValueError("ref_model must be a frozen copy of the model, not the model being unlearnt")
-        ref_was_training = ref_model.training; ref_model.eval()
-        for p in ref_model.parameters(): ref_flags[p] = p.requires_grad; p.requires_grad_(False)
+        if ref_model is model:
+            raise ValueError("ref_model must be a frozen copy of the model, not the model being unlearnt")
+        ref_was_training = ref_model.training
+        ref_model.eval()
+        for p in ref_model.parameters():
+            ref_flags[p] = p.requires_grad
+            p.requires_grad_(False)
     saved_flags = {n: p.requires_grad for n, p in model.named_parameters()}
     # the weights before training, on the CPU: put back if the run raises (a diverged step leaves NaN weights)
     snapshot = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()} if restore_on_error else None
     gen = torch.Generator().manual_seed(seed)
     f_stream = _index_stream(nf, batch_size, gen)
-    r_stream = _index_stream(nr, batch_size, torch.Generator().manual_seed(seed + 1_000_003)) if loss_fn.uses_retain() else None
+    r_stream = (
+        _index_stream(nr, batch_size, torch.Generator().manual_seed(seed + 1_000_003))
+        if loss_fn.uses_retain()
+        else None
+    )
     rows, tokens = [], 0
     bar = progress(total=steps, desc=desc or f"unlearn {loss_fn.name}", unit="step")
     try:
@@ -336,15 +381,22 @@ def unlearn(model,                                  # a transformers causal LM (
             keep = loss_fn.trainable(model)
             if keep is not None:
                 for n, p in model.named_parameters(): p.requires_grad_(bool(keep(n)) and saved_flags[n])
-                if not any(p.requires_grad for p in model.parameters()): raise ValueError(f"{loss_fn.name}: no parameter selected for training")
+                if not any(p.requires_grad for p in model.parameters()):
+                    raise ValueError(f"{loss_fn.name}: no parameter selected for training")
             opt = lm.make_optimizer(model, lr, weight_decay, betas)
             sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lm.lr_multiplier(s, steps, warm, decay))
             params = [p for g in opt.param_groups for p in g["params"]]
             if callback is not None:
-                model.eval(); extra = callback(model, 0) or {}; rows.append({"step": 0, **extra})
-            model.train(); t0 = time.perf_counter()
+                model.eval()
+                extra = callback(model, 0) or {}
+                rows.append({"step": 0, **extra})
+            model.train()
+            t0 = time.perf_counter()
             for step in range(steps):
-                opt.zero_grad(set_to_none=True); cur_lr = opt.param_groups[0]["lr"]; acc: dict = {}; total = 0.0
+                opt.zero_grad(set_to_none=True)
+                cur_lr = opt.param_groups[0]["lr"]
+                acc: dict = {}
+                total = 0.0
                 for _ in range(grad_accum):
                     idx = next(f_stream)
                     fb = take_rows(forget, idx)
@@ -352,32 +404,43 @@ def unlearn(model,                                  # a transformers causal LM (
                     rb = take_rows(retain, next(r_stream)) if r_stream is not None else None
                     loss, logs = loss_fn(model, ref_model, fb, rb, ab)
                     if not torch.isfinite(loss):
-                        raise FloatingPointError(f"{loss_fn.name}: the loss is {float(loss.detach())} at step {step + 1} (lr {cur_lr:.2e}); "
-                                                 f"lower lr or check the batches")
+                        raise FloatingPointError(
+                            f"{loss_fn.name}: the loss is {float(loss.detach())} at step {step + 1} (lr {cur_lr:.2e}); "
+                            f"lower lr or check the batches"
+                        )
                     (loss / grad_accum).backward()
-                    total += float(loss.detach()) / grad_accum; tokens += _n_tokens(fb, rb, ab)
+                    total += float(loss.detach()) / grad_accum
+                    tokens += _n_tokens(fb, rb, ab)
                     for k, v in logs.items(): acc[k] = acc.get(k, 0.0) + v / grad_accum
                 gn = torch.nn.utils.clip_grad_norm_(params, grad_clip if grad_clip else float("inf"))
                 if not math.isfinite(float(gn)):                            # the step would write NaN into the weights
                     raise FloatingPointError(f"{loss_fn.name}: the gradient norm is {float(gn)} at step {step + 1} "
                                              f"(lr {cur_lr:.2e}); lower lr or check the batches")
-                opt.step(); sched.step()
+                opt.step()
+                sched.step()
                 row = {"step": step + 1, "loss": total, **acc, "lr": cur_lr, "grad_norm": float(gn),
                        "tokens": tokens, "seconds": time.perf_counter() - t0}
                 if (step + 1) % spe == 0:
-                    row.update(loss_fn.on_epoch_end((step + 1) // spe, model, ref_model, retain) or {}); model.train()
+                    row.update(loss_fn.on_epoch_end((step + 1) // spe, model, ref_model, retain) or {})
+                    model.train()
                 if callback is not None and ((step + 1) % every == 0 or step + 1 == steps):
-                    model.eval(); row.update(callback(model, step + 1) or {}); model.train()
+                    model.eval()
+                    row.update(callback(model, step + 1) or {})
+                    model.train()
                 rows.append(row)
-                bar.update(1); bar.set_postfix(loss=f"{total:.3f}", refresh=False)
+                bar.update(1)
+                bar.set_postfix(loss=f"{total:.3f}", refresh=False)
     except BaseException:
         if snapshot is not None:
             with torch.no_grad(): model.load_state_dict(snapshot)             # refuse to leave a half-run model behind
         raise
     finally:
-        bar.close(); model.eval(); loss_fn.teardown()
+        bar.close()
+        model.eval()
+        loss_fn.teardown()
         for n, p in model.named_parameters(): p.requires_grad_(saved_flags[n])
-        for p, f in ref_flags.items(): p.requires_grad_(f)                    # a caller's reference model is left as given
+        for p, f in ref_flags.items():                                     # a caller's reference model is left as given
+            p.requires_grad_(f)
         if ref_flags: ref_model.train(ref_was_training)
     hist = pd.DataFrame(rows)
     hist.attrs.update(method=loss_fn.name, hparams=loss_fn.hparams(), steps=steps, lr=lr, batch_size=batch_size,
