@@ -264,6 +264,8 @@ def test_gpu_check_two_run_projection(fixture_repo, tmp_path):
     ('{unit: steps, work: "n", scale: [n], factor: 1}', "factor must be a number > 1"),
     ('{unit: steps, work: "n"}', "a mapping with unit, work and scale"),
     ('{unit: two words, work: "n", scale: [n]}', "unit must be one word"),
+    ('{unit: steps, work: "n", scale: [n], lower_bound: yes please}', "lower_bound must be true or false"),
+    ('{unit: steps, work: "n", scale: [n], lower_bound: true}', "needs a note"),
 ])
 def test_gpu_scale_is_validated(fixture_repo, entry, message):
     runs = fixture_repo / "nbs" / "p98_fix" / "runs.yaml"
@@ -282,3 +284,20 @@ def test_gpu_scale_that_cannot_be_evaluated_fails_before_running(fixture_repo, e
     runs.write_text(runs.read_text().replace("    full: {n: 50}\n", f"    full: {{n: 50}}\n    gpu_scale: {entry}\n"))
     r = run_cli(fixture_repo, "gpu-check", "--device", "cpu", "--scale")
     assert r.returncode == 2 and message in r.stderr and "scratch outputs" not in r.stdout, r.stdout + r.stderr
+
+
+def test_report_marks_lower_bound_projections(tmp_path):
+    from neurips25.runner.report import gpu_check_section
+    sc = {"unit": "steps", "work": "n * 1000", "factor": 3, "note": "the user's model is not timed", "lower_bound": True,
+          "work_full": 5e4, "points": [{"work": 3e3, "wall_s": 5.0}, {"work": 9e3, "wall_s": 8.0}], "rate": 2000.0,
+          "fixed_s": 3.5, "projected_full_s": 28.5, "problem": None}
+    (tmp_path / "gpu-check.json").write_text(json.dumps({
+        "device": "cuda", "gpu": "H200", "finished": "t", "profile": "small", "ok": True, "projected_full_s": 28.5,
+        "projected_lower_bound": ["p98_fix/tab_b"], "not_projected": [],
+        "runs": [{"artefact": "p98_fix/tab_b", "ok": True, "wall_s": 5.0, "device": "cuda:0", "cuda_peak_mib": 9.0,
+                  "problem": None, "rates": [], "projected_full_s": 28.5, "scale": sc}]}))
+    text = "\n".join(gpu_check_section(tmp_path))
+    assert "| 2e+03 steps/s (two runs) | ≥ 28 s |" in text, text
+    assert "at least 28 s in all (1 of them lower bounds, marked ≥)" in text
+    assert "| p98_fix/tab_b | `n * 1000` (steps) | 3e+03, 5.0 s | 9e+03, 8.0 s | 3.5 s | 5e+04 | ≥ 28 s | " \
+           "the user's model is not timed |" in text, text

@@ -106,7 +106,7 @@ def projection(art, ja, ma: dict, jb, mb: dict, declared: dict | None = None) ->
     wa, wb, wf = (work_units(sc["work"], p) for p in (ja.effective, jb.effective, full))
     ta, tb = ma.get("duration_s"), mb.get("duration_s")
     rec = {"unit": sc["unit"], "work": sc["work"], "factor": sc["factor"], "scaled": list(sc["scale"]),
-           "set": dict(sc["set"]), "note": sc["note"], "work_full": wf,
+           "set": dict(sc["set"]), "note": sc["note"], "lower_bound": bool(sc.get("lower_bound")), "work_full": wf,
            "points": [{"work": wa, "wall_s": ta, "params": {k: ja.effective[k] for k in sc["scale"]}},
                       {"work": wb, "wall_s": tb, "params": {k: jb.effective[k] for k in sc["scale"]}}],
            "rate": None, "fixed_s": None, "projected_full_s": None, "problem": None}
@@ -127,7 +127,8 @@ def scale_text(sc: dict) -> str:
     "A projection, short: 'full projected 2.1 h (412 steps/s over 6.2e+06 steps; fixed 4.1 s)' or why none."
     if sc.get("projected_full_s") is None:
         return f"no projection: {sc.get('problem')}"
-    return (f"full projected {fmt_duration(sc['projected_full_s'])} ({sc['rate']:.3g} {sc['unit']}/s over "
+    return (f"full projected {'at least ' if sc.get('lower_bound') else ''}{fmt_duration(sc['projected_full_s'])} "
+            f"({sc['rate']:.3g} {sc['unit']}/s over "
             f"{sc['work_full']:.3g} {sc['unit']}; fixed {sc['fixed_s']:.1f} s)")
 
 # %% ../../nbs/01h_gpucheck.ipynb #89a75d2d
@@ -226,6 +227,8 @@ def gpu_check(device: str = "cuda",            # cuda | cpu
               "total_s": round(sum(r["wall_s"] or 0 for r in rows), 2),
               "scale_s": round(sum(r["scale"]["points"][1]["wall_s"] or 0 for r in rows if r.get("scale")), 2),
               "projected_full_s": round(sum(projected), 1) if projected else None,   # the runs that project
+              "projected_lower_bound": [r["artefact"] for r in rows if r["projected_full_s"] is not None
+                                        and (r.get("scale") or {}).get("lower_bound") and not r["rates"]],
               "not_projected": [r["artefact"] for r in rows if r["projected_full_s"] is None],
               "runs": rows}
     if out is None:

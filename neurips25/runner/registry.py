@@ -141,11 +141,11 @@ def work_units(expr: str,      # a `gpu_scale.work` expression, e.g. "n_seeds * 
     return float(v)
 
 
-_SCALE_KEYS = ("unit", "work", "scale", "factor", "set", "note")
+_SCALE_KEYS = ("unit", "work", "scale", "factor", "set", "note", "lower_bound")
 
 
 def _load_gpu_scale(v, where: str) -> dict:
-    "`gpu_scale:` validated: unit, work (arithmetic), scale (parameter names), factor > 1, set (scalars), note."
+    "`gpu_scale:` validated: unit, work (arithmetic), scale (parameter names), factor > 1, set, note, lower_bound."
     if v is None:
         return {}
     where = f"{where}: gpu_scale"
@@ -170,8 +170,13 @@ def _load_gpu_scale(v, where: str) -> dict:
         raise RunnerError(f"{where}: set must be a flat mapping of scalars, got {sets!r}")
     for k, x in sets.items():
         _check_scalar(x, f"{where}: set: parameter {k!r}")
+    lower = v.get("lower_bound", False)
+    if not isinstance(lower, bool):
+        raise RunnerError(f"{where}: lower_bound must be true or false, got {lower!r}")
+    if lower and not str(v.get("note", "")).strip():
+        raise RunnerError(f"{where}: a lower_bound projection needs a note saying what the timed runs leave out")
     return dict(unit=v["unit"], work=v["work"], scale=list(scale), factor=factor, set=dict(sets),
-                note=str(v.get("note", "")))
+                note=str(v.get("note", "")), lower_bound=lower)
 
 
 def _load_artefact(path: Path, folder: str, module, name, a) -> Artefact:

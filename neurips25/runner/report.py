@@ -174,9 +174,10 @@ def gpu_check_section(outputs: Path) -> list[str]:
         if sc.get("rate"):                                   # the two-run line's slope (gpu_scale)
             rates += ("; " if rates else "") + f"{float(sc['rate']):.3g} {cell(sc.get('unit'))}/s (two runs)"
         proj = r.get("projected_full_s")
+        ge = "≥ " if proj is not None and sc.get("lower_bound") and not r.get("rates") else ""
         L.append(f"| {cell(r.get('artefact'))} | {'✓' if r.get('ok') else '✗'} | {float(r.get('wall_s') or 0):.1f} s | "
                  f"{cell(r.get('device'))} | {float(r.get('cuda_peak_mib') or 0):.0f} MiB | {rates} | "
-                 f"{fmt_duration(float(proj)) if proj is not None else ''} | {cell(r.get('problem') or '')} |")
+                 f"{ge + fmt_duration(float(proj)) if proj is not None else ''} | {cell(r.get('problem') or '')} |")
     L.append("")
     if rep.get("software"):
         L += [f"Software: {cell(rep['software'])}.", ""]
@@ -192,7 +193,10 @@ def gpu_check_section(outputs: Path) -> list[str]:
         missing = rep.get("not_projected") or []
         L += [f"Projected `full` time of the timed work (Σ work_full / rate over each run's recorded rates, "
               f"`core.record_rate`, or the line through two timed runs of a runs.yaml `gpu_scale`): "
+              f"{'at least ' if rep.get('projected_lower_bound') else ''}"
               f"{fmt_duration(float(rep['projected_full_s']))} in all"
+              + (f" ({len(rep['projected_lower_bound'])} of them lower bounds, marked ≥)"
+                 if rep.get("projected_lower_bound") else "")
               + (f"; no projection for {', '.join(cell(m) for m in missing)} (no rate with its `full` work recorded)"
                  if missing else "")
               + ". Each rate's note in `gpu-check.json` says what it leaves out.", ""]
@@ -211,10 +215,12 @@ def gpu_check_section(outputs: Path) -> list[str]:
             pa, pb = (sc.get("points") or [{}, {}])[:2]
             pt = [f"{float(x.get('work') or 0):.3g}, {float(x.get('wall_s') or 0):.1f} s" for x in (pa, pb)]
             proj = sc.get("projected_full_s")
+            shown = (("≥ " if sc.get("lower_bound") else "") + fmt_duration(float(proj)) if proj is not None
+                     else cell(sc.get("problem") or ""))
             L.append(f"| {cell(r.get('artefact'))} | `{cell(sc.get('work'))}` ({cell(sc.get('unit'))}) | {pt[0]} | "
                      f"{pt[1]} | {'' if sc.get('fixed_s') is None else format(float(sc['fixed_s']), '.1f') + ' s'} | "
                      f"{float(sc.get('work_full') or 0):.3g} | "
-                     f"{fmt_duration(float(proj)) if proj is not None else cell(sc.get('problem') or '')} | "
+                     f"{shown} | "
                      f"{cell(sc.get('note') or '')} |")
         L.append("")
     return L
