@@ -121,6 +121,7 @@ def test_gpu_check_collects_rates_and_projects_full(fixture_repo, tmp_path):
     assert [(x["name"], x["unit"], x["value"], x["work_full"]) for x in row["rates"]] == [
         ("train", "steps", 250.0, 50_000.0), ("eval", "samples", 2000.0, 200_000.0), ("probe", "steps", 9.0, None)]
     assert row["projected_full_s"] == pytest.approx(50_000 / 250 + 200_000 / 2000)          # 200 s + 100 s
+    assert row["projected_by"] == "rates"
     assert rep["projected_full_s"] == pytest.approx(300.0) and rep["not_projected"] == []
     assert "train 250 steps/s, eval 2e+03 samples/s, probe 9 steps/s, full projected 5.0 min" in r.stdout
     # the check's kernels ran with NEURIPS25_GPU_CHECK=1 and no cache; a plain run records no rate
@@ -242,6 +243,7 @@ def test_gpu_check_two_run_projection(fixture_repo, tmp_path):
     assert [p["work"] for p in sc["points"]] == [3000, 9000]
     assert 2000 / 1.5 < sc["rate"] < 2000 * 1.3, sc                     # 1,000 steps per 0.5 s, plus noise
     assert row["projected_full_s"] == pytest.approx(sc["fixed_s"] + 50_000 / sc["rate"])
+    assert row["projected_by"] == "two runs"
     assert 20 < row["projected_full_s"] < 45 and "full projected" in r.stdout and "second timed run" in r.stdout
     from neurips25.runner.report import gpu_check_section
     (tmp_path / "gpu-check.json").write_text((tmp_path / "gc.json").read_text())
@@ -295,7 +297,8 @@ def test_report_marks_lower_bound_projections(tmp_path):
         "device": "cuda", "gpu": "H200", "finished": "t", "profile": "small", "ok": True, "projected_full_s": 28.5,
         "projected_lower_bound": ["p98_fix/tab_b"], "not_projected": [],
         "runs": [{"artefact": "p98_fix/tab_b", "ok": True, "wall_s": 5.0, "device": "cuda:0", "cuda_peak_mib": 9.0,
-                  "problem": None, "rates": [], "projected_full_s": 28.5, "scale": sc}]}))
+                  "problem": None, "rates": [], "projected_full_s": 28.5, "projected_by": "two runs",
+                  "scale": sc}]}))
     text = "\n".join(gpu_check_section(tmp_path))
     assert "| 2e+03 steps/s (two runs) | ≥ 28 s |" in text, text
     assert "at least 28 s in all (1 of them lower bounds, marked ≥)" in text

@@ -33,6 +33,7 @@ def check_row(art_id: str,      # series/artefact
            "rates": [{k: r.get(k) for k in ("name", "value", "unit", "work_full", "projected_full_s", "note")}
                      for r in rates or []],
            "projected_full_s": core.projected_full_s(rates or [])}
+    row["projected_by"] = "rates" if row["projected_full_s"] is not None else None
     if m.get("status") != "ok":
         err = m.get("error") or {}
         row["problem"] = f"{err.get('ename', 'failed')}: {str(err.get('evalue', ''))[:300]}"
@@ -214,6 +215,7 @@ def gpu_check(device: str = "cuda",            # cuda | cpu
                 r.update(ok=False, problem=f"second timed run: {rb['problem']}")
             if r["projected_full_s"] is None and r["ok"]:   # a rate the notebook recorded itself comes first
                 r["projected_full_s"] = r["scale"].get("projected_full_s")
+                r["projected_by"] = "two runs" if r["projected_full_s"] is not None else None
         proj = f", full projected {fmt_duration(r['projected_full_s'])}" if r["projected_full_s"] is not None else ""
         if r.get("scale"):
             proj = "; " + scale_text(r["scale"])
@@ -227,8 +229,8 @@ def gpu_check(device: str = "cuda",            # cuda | cpu
               "total_s": round(sum(r["wall_s"] or 0 for r in rows), 2),
               "scale_s": round(sum(r["scale"]["points"][1]["wall_s"] or 0 for r in rows if r.get("scale")), 2),
               "projected_full_s": round(sum(projected), 1) if projected else None,   # the runs that project
-              "projected_lower_bound": [r["artefact"] for r in rows if r["projected_full_s"] is not None
-                                        and (r.get("scale") or {}).get("lower_bound") and not r["rates"]],
+              "projected_lower_bound": [r["artefact"] for r in rows if r.get("projected_by") == "two runs"
+                                        and r["scale"].get("lower_bound")],
               "not_projected": [r["artefact"] for r in rows if r["projected_full_s"] is None],
               "runs": rows}
     if out is None:

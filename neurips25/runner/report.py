@@ -174,7 +174,7 @@ def gpu_check_section(outputs: Path) -> list[str]:
         if sc.get("rate"):                                   # the two-run line's slope (gpu_scale)
             rates += ("; " if rates else "") + f"{float(sc['rate']):.3g} {cell(sc.get('unit'))}/s (two runs)"
         proj = r.get("projected_full_s")
-        ge = "≥ " if proj is not None and sc.get("lower_bound") and not r.get("rates") else ""
+        ge = "≥ " if proj is not None and sc.get("lower_bound") and r.get("projected_by") == "two runs" else ""
         L.append(f"| {cell(r.get('artefact'))} | {'✓' if r.get('ok') else '✗'} | {float(r.get('wall_s') or 0):.1f} s | "
                  f"{cell(r.get('device'))} | {float(r.get('cuda_peak_mib') or 0):.0f} MiB | {rates} | "
                  f"{ge + fmt_duration(float(proj)) if proj is not None else ''} | {cell(r.get('problem') or '')} |")
