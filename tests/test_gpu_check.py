@@ -1,5 +1,6 @@
 """`neurips25 gpu-check`: the gpu: true artefacts at their small profile on one device, checked and reported."""
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -304,3 +305,32 @@ def test_report_marks_lower_bound_projections(tmp_path):
     assert "at least 28 s in all (1 of them lower bounds, marked ≥)" in text
     assert "| p98_fix/tab_b | `n * 1000` (steps) | 3e+03, 5.0 s | 9e+03, 8.0 s | 3.5 s | 5e+04 | ≥ 28 s | " \
            "the user's model is not timed |" in text, text
+
+
+def test_gpu_check_cut_short_keeps_what_finished(fixture_repo, tmp_path, monkeypatch):
+    # the second run is interrupted (Ctrl-C, a time limit): the first one's row is already on disk, marked partial
+    import neurips25.runner.gpucheck as gc
+    real, calls = gc.execute, []
+
+    def execute(job, **kw):
+        calls.append(job.art.id)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(job, **kw)
+
+    monkeypatch.setattr(gc, "execute", execute)
+    out, lines = tmp_path / "gc.json", []
+    with pytest.raises(KeyboardInterrupt):
+        gc.gpu_check("cpu", ["p98/fig_a", "p98/tab_b"], out=out, root=fixture_repo, work=tmp_path / "w",
+                     preload=False, say=lines.append)
+    assert not out.exists()                                           # no report that looks complete
+    part = json.loads(gc.partial_path(out).read_text())
+    assert part["partial"] and not part["ok"] and part["not_run"] == ["p98_fix/tab_b"]
+    assert [r["artefact"] for r in part["runs"]] == ["p98_fix/fig_a"] and part["runs"][0]["ok"]
+    assert "stopped after 1 run(s)" in lines[-1] and "gc.partial.json" in lines[-1]
+    # a check that completes writes the report and removes the partial file
+    monkeypatch.setattr(gc, "execute", real)
+    rep = gc.gpu_check("cpu", ["p98/fig_a", "p98/tab_b"], out=out, root=fixture_repo, work=tmp_path / "w2",
+                       preload=False, say=lines.append)
+    assert rep["ok"] and "partial" not in rep and out.exists() and not gc.partial_path(out).exists()
+    assert gc.partial_path(Path("outputs/gpu-check.json")) == Path("outputs/gpu-check.partial.json")

@@ -13,8 +13,8 @@ from .forkkernel import ForkKernels
 from .store import now, write_json
 
 # %% auto #0
-__all__ = ['MIN_SPAN_S', 'check_row', 'read_rates', 'rate_text', 'scale_points', 'projection', 'scale_text', 'gpu_check',
-           'gpu_check_args', 'cmd_gpu_check']
+__all__ = ['MIN_SPAN_S', 'check_row', 'read_rates', 'rate_text', 'scale_points', 'projection', 'scale_text', 'partial_path',
+           'gpu_check', 'gpu_check_args', 'cmd_gpu_check']
 
 # %% ../../nbs/01h_gpucheck.ipynb #fcde42f9
 def check_row(art_id: str,      # series/artefact
@@ -133,6 +133,60 @@ def scale_text(sc: dict) -> str:
             f"{sc['work_full']:.3g} {sc['unit']}; fixed {sc['fixed_s']:.1f} s)")
 
 # %% ../../nbs/01h_gpucheck.ipynb #89a75d2d
+def _check_rows(jobs: list, done: dict, points: dict, dev: str, work: Path, say=print) -> list:
+    "A report row for each run in `done`, in plan order, with its projection where both timed runs are in `done`."
+    rows, listed = [], [j for j in jobs if j.art.id in done]
+    for i, j in enumerate(listed, 1):
+        say(f"  [{i}/{len(listed)}] {j.art.id}")
+        m = done[j.art.id]
+        try:
+            ok = m.get("status") == "ok"
+            rates, bad = (read_rates(run_dir(j.art, "small", work, j.overrides)) if ok else []), None
+        except ValueError as e:                    # not core.record_rate's file: the check says so
+            rates, bad = [], str(e)
+        rows.append(check_row(j.art.id, m, dev, rates))
+        r = rows[-1]
+        if bad and r["ok"]:
+            r.update(ok=False, problem=bad)
+        if j.art.id in points and ("B", j.art.id) in done:
+            ja, jb = points[j.art.id]
+            rb = check_row(j.art.id, done[("B", j.art.id)], dev)
+            r["scale"] = projection(j.art, ja, m, jb, done[("B", j.art.id)], declared=None)
+            if not rb["ok"] and r["ok"]:
+                r.update(ok=False, problem=f"second timed run: {rb['problem']}")
+            if r["projected_full_s"] is None and r["ok"]:   # a rate the notebook recorded itself comes first
+                r["projected_full_s"] = r["scale"].get("projected_full_s")
+                r["projected_by"] = "two runs" if r["projected_full_s"] is not None else None
+        proj = f", full projected {fmt_duration(r['projected_full_s'])}" if r["projected_full_s"] is not None else ""
+        if r.get("scale"):
+            proj = "; " + scale_text(r["scale"])
+        say(f"      {'ok  ' if r['ok'] else 'FAIL'} {fmt_duration(r['wall_s'] or 0.0)}, {r['device']}, "
+            f"peak {r['cuda_peak_mib']:.0f} MiB" + (f"; {rate_text(r['rates'])}" if r["rates"] else "")
+            + (proj if r["rates"] or r.get("scale") else "") + (f" - {r['problem']}" if r["problem"] else ""))
+    return rows
+
+
+def _check_report(rows: list, dev: str, info: dict, preload: bool, jobs_n: int) -> dict:
+    "The JSON report of a check's rows."
+    projected = [r["projected_full_s"] for r in rows if r["projected_full_s"] is not None]
+    return {"device": dev, "gpu": info.get("gpu"), "finished": now(), "host": platform.node(),
+            "profile": "small", "ok": all(r["ok"] for r in rows), "kernels": "forked" if preload else "fresh",
+            "jobs": jobs_n,
+            "total_s": round(sum(r["wall_s"] or 0 for r in rows), 2),
+            "scale_s": round(sum(r["scale"]["points"][1]["wall_s"] or 0 for r in rows if r.get("scale")), 2),
+            "projected_full_s": round(sum(projected), 1) if projected else None,   # the runs that project
+            "projected_lower_bound": [r["artefact"] for r in rows if r.get("projected_by") == "two runs"
+                                      and r["scale"].get("lower_bound")],
+            "not_projected": [r["artefact"] for r in rows if r["projected_full_s"] is None],
+            "runs": rows}
+
+
+def partial_path(out: Path) -> Path:
+    "Where a check keeps what has finished while it runs: `gpu-check.json` -> `gpu-check.partial.json`."
+    out = Path(out)
+    return out.with_name(f"{out.stem}.partial{out.suffix or '.json'}")
+
+
 def gpu_check(device: str = "cuda",            # cuda | cpu
               targets: list | None = None,      # artefacts/series to check (default: every gpu: true artefact)
               out: Path | None = None,          # JSON report (default: outputs/gpu-check.json on cuda, scratch on cpu)
@@ -149,6 +203,10 @@ def gpu_check(device: str = "cuda",            # cuda | cpu
         raise RunnerError(f"gpu-check runs on cuda or cpu, got {device!r}")
     dev = resolve_device(device)                    # cuda without CUDA: a RunnerError that says so
     work = Path(work) if work is not None else Path(tempfile.mkdtemp(prefix="neurips25-gpu-check-"))
+    if out is None:
+        ref = Path(root or core.REPO_ROOT) / "outputs" / "gpu-check.json"
+        out = ref if dev == "cuda" else work / "gpu-check.json"
+    out = Path(out)
     jobs = [j for j in plan(targets or None, "small", device=dev, force=True, root=root, outputs=work)
             if targets or j.art.gpu]
     if not jobs:
@@ -171,73 +229,51 @@ def gpu_check(device: str = "cuda",            # cuda | cpu
     say(f"gpu-check: {len(jobs)} run(s) at the small profile on {info.get('gpu') or dev}"
         + (f", and {len(extra)} second timed run(s) for projections of `full`" if extra else "")
         + f"; scratch outputs in {work}")
-    rows, done = [], {}
-    with contextlib.ExitStack() as stack:
-        stack.enter_context(_check_env())
-        if preload:                                   # kernels start as forks: no run pays for importing torch
-            fk = stack.enter_context(ForkKernels())
-            say(f"  kernels: forks of one process that imported {len(fk.preload)} libraries "
-                f"in {fmt_duration(fk.startup_s)} (--no-preload: a fresh Python per run)")
-        if jobs_n > 1:                                # in worker processes, which inherit the check's environment
-            say(f"  running {len(jobs)} check(s), {jobs_n} at a time ...")
-            for m in run_local(jobs, jobs_n, outputs=work, root=root, timeout=timeout):
-                done[f"{m['series']}/{m['artefact']}"] = m
-            if extra:                                 # the B runs as a second pool: A and B share a GPU alike
-                say(f"  then the {len(extra)} second timed run(s), {jobs_n} at a time ...")
-                for m in run_local(extra, jobs_n, outputs=work, root=root, timeout=timeout):
-                    done[("B", f"{m['series']}/{m['artefact']}")] = m
-        for j in jobs:
-            if j.art.id not in done:
-                say(f"  {j.art.id} ...")
-                done[j.art.id] = execute(j, outputs=work, root=root, timeout=timeout)
-        for j in extra:                               # with --jobs 1, one at a time after every A run
-            if ("B", j.art.id) in done:
-                continue
-            say(f"  {j.art.id} (x{j.art.gpu_scale['factor']:g} of {', '.join(j.art.gpu_scale['scale'])}) ...")
-            done[("B", j.art.id)] = execute(j, outputs=work, root=root, timeout=timeout)
-    for i, j in enumerate(jobs, 1):
-        say(f"  [{i}/{len(jobs)}] {j.art.id}")
-        m = done[j.art.id]
-        try:
-            ok = m.get("status") == "ok"
-            rates, bad = (read_rates(run_dir(j.art, "small", work, j.overrides)) if ok else []), None
-        except ValueError as e:                    # not core.record_rate's file: the check says so
-            rates, bad = [], str(e)
-        rows.append(check_row(j.art.id, m, dev, rates))
-        r = rows[-1]
-        if bad and r["ok"]:
-            r.update(ok=False, problem=bad)
-        if j.art.id in points:
-            ja, jb = points[j.art.id]
-            rb = check_row(j.art.id, done[("B", j.art.id)], dev)
-            r["scale"] = projection(j.art, ja, m, jb, done[("B", j.art.id)], declared=None)
-            if not rb["ok"] and r["ok"]:
-                r.update(ok=False, problem=f"second timed run: {rb['problem']}")
-            if r["projected_full_s"] is None and r["ok"]:   # a rate the notebook recorded itself comes first
-                r["projected_full_s"] = r["scale"].get("projected_full_s")
-                r["projected_by"] = "two runs" if r["projected_full_s"] is not None else None
-        proj = f", full projected {fmt_duration(r['projected_full_s'])}" if r["projected_full_s"] is not None else ""
-        if r.get("scale"):
-            proj = "; " + scale_text(r["scale"])
-        say(f"      {'ok  ' if r['ok'] else 'FAIL'} {fmt_duration(r['wall_s'] or 0.0)}, {r['device']}, "
-            f"peak {r['cuda_peak_mib']:.0f} MiB" + (f"; {rate_text(r['rates'])}" if r["rates"] else "")
-            + (proj if r["rates"] or r.get("scale") else "") + (f" - {r['problem']}" if r["problem"] else ""))
-    projected = [r["projected_full_s"] for r in rows if r["projected_full_s"] is not None]
-    report = {"device": dev, "gpu": info.get("gpu"), "finished": now(), "host": platform.node(),
-              "profile": "small", "ok": all(r["ok"] for r in rows), "kernels": "forked" if preload else "fresh",
-              "jobs": jobs_n,
-              "total_s": round(sum(r["wall_s"] or 0 for r in rows), 2),
-              "scale_s": round(sum(r["scale"]["points"][1]["wall_s"] or 0 for r in rows if r.get("scale")), 2),
-              "projected_full_s": round(sum(projected), 1) if projected else None,   # the runs that project
-              "projected_lower_bound": [r["artefact"] for r in rows if r.get("projected_by") == "two runs"
-                                        and r["scale"].get("lower_bound")],
-              "not_projected": [r["artefact"] for r in rows if r["projected_full_s"] is None],
-              "runs": rows}
-    if out is None:
-        ref = Path(root or core.REPO_ROOT) / "outputs" / "gpu-check.json"
-        out = ref if dev == "cuda" else work / "gpu-check.json"
-    write_json(Path(out), report)
+    done, partial = {}, partial_path(out)
+
+    def finished(key, m):                           # each finished run is on disk at once: a check cut short
+        done[key] = m                               # (Ctrl-C, a time limit, a lost machine) keeps what it measured
+        rep = _check_report(_check_rows(jobs, done, points, dev, work, say=lambda *a, **k: None), dev, info,
+                            preload, jobs_n)
+        rep.update(ok=False, partial=True,
+                   not_run=[j.art.id for j in jobs if j.art.id not in done]
+                   + [f"{j.art.id} (second timed run)" for j in extra if ("B", j.art.id) not in done])
+        write_json(partial, rep)
+
+    try:
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(_check_env())
+            if preload:                               # kernels start as forks: no run pays for importing torch
+                fk = stack.enter_context(ForkKernels())
+                say(f"  kernels: forks of one process that imported {len(fk.preload)} libraries "
+                    f"in {fmt_duration(fk.startup_s)} (--no-preload: a fresh Python per run)")
+            if jobs_n > 1:                            # in worker processes, which inherit the check's environment
+                say(f"  running {len(jobs)} check(s), {jobs_n} at a time ...")
+                for m in run_local(jobs, jobs_n, outputs=work, root=root, timeout=timeout):
+                    finished(f"{m['series']}/{m['artefact']}", m)
+                if extra:                             # the B runs as a second pool: A and B share a GPU alike
+                    say(f"  then the {len(extra)} second timed run(s), {jobs_n} at a time ...")
+                    for m in run_local(extra, jobs_n, outputs=work, root=root, timeout=timeout):
+                        finished(("B", f"{m['series']}/{m['artefact']}"), m)
+            for j in jobs:
+                if j.art.id not in done:
+                    say(f"  {j.art.id} ...")
+                    finished(j.art.id, execute(j, outputs=work, root=root, timeout=timeout))
+            for j in extra:                           # with --jobs 1, one at a time after every A run
+                if ("B", j.art.id) in done:
+                    continue
+                say(f"  {j.art.id} (x{j.art.gpu_scale['factor']:g} of {', '.join(j.art.gpu_scale['scale'])}) ...")
+                finished(("B", j.art.id), execute(j, outputs=work, root=root, timeout=timeout))
+    except BaseException:                           # KeyboardInterrupt included: say where the finished runs are
+        if done:
+            say(f"gpu-check: stopped after {len(done)} run(s); what they measured is in {partial} (partial: true)")
+        raise
+    rows = _check_rows(jobs, done, points, dev, work, say=say)
+    report = _check_report(rows, dev, info, preload, jobs_n)
+    write_json(out, report)
+    partial.unlink(missing_ok=True)
     report["path"] = str(out)
+    projected = [r["projected_full_s"] for r in rows if r["projected_full_s"] is not None]
     say(f"gpu-check: {'passed' if report['ok'] else 'FAILED'}: {sum(r['ok'] for r in rows)}/{len(rows)} ok in "
         f"{fmt_duration(report['total_s'])}" + (f"; full projected {fmt_duration(report['projected_full_s'])} "
         f"(timed work of {len(projected)} artefact(s))" if projected else "") + f"; report: {out}")
