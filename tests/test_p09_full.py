@@ -139,6 +139,26 @@ def test_missing_data_is_one_clear_error(tmp_path, monkeypatch):
         load_tofu()
 
 
+def test_the_registry_lists_every_tofu_config_the_loader_reads(sources, tmp_path, monkeypatch):
+    # a snapshot that lacks one config fails at `require` (neurips25 data verify tofu), naming it, instead of at the
+    # split a GPU run reaches hours in
+    from neurips25.unlearning.data import TOFU_SPLITS
+    bench, roots, _ = sources
+    listed = {f.path.split("/")[0] for f in R.SOURCES["tofu"].files}
+    read = set(TOFU_SPLITS.values()) | {k for k in TOFU_SPLITS if k.startswith("forget")}   # + the plain forget configs
+    assert listed == read, (sorted(listed - read), sorted(read - listed))
+    R.verify("tofu", roots["tofu"])                                         # the fixture has them all
+    for lost in ("world_facts_perturbed", "forget01", "retain99"):
+        root = tmp_path / lost
+        write_tofu(root, bench)
+        for f in (root / lost).iterdir():
+            f.unlink()
+        (root / lost).rmdir()
+        monkeypatch.setenv(R.SOURCES["tofu"].env_var, str(root))
+        with pytest.raises(SourceError, match=lost):
+            load_tofu()
+
+
 def test_hf_folder_uses_its_own_chat_template(sources):
     model, tok = load_hf("llama32_1b_instruct", device="cpu")
     p = format_prompts(tok, ["Where was X born ?"])[0]

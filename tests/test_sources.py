@@ -484,18 +484,31 @@ def write_parquet(p, **cols):
     pq.write_table(pa.table(cols), p)
 
 
+TOFU_CONFIGS = [f.path.split("/")[0] for f in R.SOURCES["tofu"].files]   # every config P09 reads
+
+
+def tofu_rest(root, json_lines=False):
+    "The TOFU configs not yet under `root`, one row each (a complete snapshot's layout)."
+    for c in TOFU_CONFIGS:
+        if not (root / c).exists() and not (root / f"{c}.json").exists():
+            if json_lines:
+                (root / f"{c}.json").write_text(json.dumps({"question": f"{c}?", "answer": "yes"}) + "\n")
+            else:
+                write_parquet(root / c / "train-00000-of-00001.parquet", question=[f"{c}?"], answer=["yes"])
+
+
 def test_tofu(source):
     import datasets
     root = source("tofu")
     write_parquet(root / "forget10" / "train-00000-of-00001.parquet",
                   question=["Who wrote 'The Red Lotus'?", "Where was Ana born?"], answer=["Ana Ruiz.", "Lima."])
-    write_parquet(root / "retain90" / "train-00000-of-00001.parquet", question=["q"], answer=["a"])
+    tofu_rest(root)
     ds = L.load_hf_split("tofu", "forget10", columns=["question", "answer"])
     assert isinstance(ds, datasets.Dataset) and len(ds) == 2 and ds[1]["answer"] == "Lima."
     with pytest.raises(SourceError, match=r"train-00000-of-00001.parquet: no column\(s\) \['paraphrased_answer'\]"):
         L.load_hf_split("tofu", "forget10", columns=["paraphrased_answer"])
-    with pytest.raises(SourceError, match="no .*forget05.*configs present: \\['forget10', 'retain90'\\]"):
-        L.load_hf_split("tofu", "forget05")
+    with pytest.raises(SourceError, match="no .*forget20.*configs present: \\['forget01', 'forget01_perturbed', "):
+        L.load_hf_split("tofu", "forget20")
     R.pin("tofu")
     corrupt(root / "forget10" / "train-00000-of-00001.parquet")
     with pytest.raises(SourceError, match="forget10/train-00000-of-00001.parquet: sha256"):
@@ -507,8 +520,7 @@ def test_tofu(source):
 
 def test_tofu_json_lines(source):
     root = source("tofu")
-    write_parquet(root / "forget10" / "train-00000-of-00001.parquet", question=["q"], answer=["a"])
-    write_parquet(root / "retain90" / "train-00000-of-00001.parquet", question=["q"], answer=["a"])
+    tofu_rest(root)
     (root / "world_facts.json").write_text('{"question": "Capital of France?", "answer": "Paris"}\n'
                                            '{"question": "2+2?", "answer": "4"}\n')
     ds = L.load_hf_split("tofu", "world_facts", columns=["question", "answer"])
@@ -673,6 +685,7 @@ def test_hugging_face_snapshot_hashes_verify_without_pinning(source):
     .cache/huggingface/download/<file>.metadata: those are the distributor's hashes, checked without a pin."""
     root = source("tofu")
     files = ["forget10/train-00000-of-00001.parquet", "retain90/train-00000-of-00001.parquet"]
+    files += [f"{c}/train-00000-of-00001.parquet" for c in TOFU_CONFIGS if c not in ("forget10", "retain90")]
     for f in files:
         write_parquet(root / f, question=["q?"], answer=[f])
     assert R.verify("tofu")["status"] == "unverified"
@@ -696,8 +709,7 @@ def test_hugging_face_snapshot_hashes_verify_without_pinning(source):
 def test_tofu_older_json_layout(source):
     """The TOFU snapshot's older layout: one JSON-lines file per config (forget10.json) instead of parquet folders."""
     root = source("tofu")
-    for c in ("forget10", "retain90"):
-        (root / f"{c}.json").write_text(json.dumps({"question": f"{c}?", "answer": "yes"}) + "\n")
+    tofu_rest(root, json_lines=True)
     assert R.status("tofu") == "unverified"
     assert L.load_hf_split("tofu", "forget10", columns=["question", "answer"])["question"] == ["forget10?"]
     (root / "retain90.json").unlink()
