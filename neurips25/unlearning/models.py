@@ -2,7 +2,7 @@
 
 # %% ../../nbs/p09_unlearning/01_models.ipynb #bb651c31
 from __future__ import annotations
-import math, time
+import math, re, time, warnings
 from typing import NamedTuple
 
 import numpy as np
@@ -15,8 +15,9 @@ from .data import SynthTOFU, qa_batch, synth_tokenizer, check_split
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['MODEL_KINDS', 'TRAIN_KEYS', 'HF_CHAT_SYSTEM', 'HF_CHAT_KWARGS', 'model_spec', 'weights_fingerprint', 'load_hf',
-           'base_model', 'finetune', 'TargetModels', 'target_models', 'finetune_throughput']
+__all__ = ['MODEL_KINDS', 'AUTOCAST_DTYPES', 'TRAIN_KEYS', 'HF_CHAT_SYSTEM', 'HF_CHAT_KWARGS', 'model_spec',
+           'weights_fingerprint', 'load_hf', 'native_bf16_cpu', 'mark_autocast', 'base_model', 'finetune',
+           'TargetModels', 'target_models', 'finetune_throughput']
 
 # %% ../../nbs/p09_unlearning/01_models.ipynb #f0ac1552
 MODEL_KINDS: dict[str, dict] = {
@@ -34,6 +35,9 @@ MODEL_KINDS: dict[str, dict] = {
     "hf": dict(model_path="llama32_1b_instruct", lr=1e-5, epochs=5, batch_size=8, grad_accum=4, weight_decay=0.01,
                warmup_epochs=1.0, decay="linear", betas=(0.9, 0.999), grad_ckpt=False),
 }
+# `autocast`, an option of every kind (model_spec(kind, autocast="bf16")): float32 weights, forward passes (training,
+# scoring, generation) under torch.autocast(bfloat16) on any device, as OpenUnlearning trains and evaluates in bf16
+AUTOCAST_DTYPES = {"bf16": torch.bfloat16}
 TRAIN_KEYS = (
     "lr",
     "epochs",
@@ -52,9 +56,14 @@ def model_spec(kind: str, **overrides) -> dict:
     "The defaults of a model kind (architecture and fine-tuning), with `overrides` applied (None values ignored)."
     if kind not in MODEL_KINDS: raise ValueError(f"unknown model kind {kind!r}; use one of {list(MODEL_KINDS)}")
     spec = dict(MODEL_KINDS[kind])
-    bad = [k for k in overrides if k not in spec and k not in ("arch", "n_layer", "d_model", "n_head", "n_ctx")]
+    bad = [k for k in overrides
+           if k not in spec and k not in ("arch", "n_layer", "d_model", "n_head", "n_ctx", "autocast")]
     if bad: raise ValueError(f"unknown option(s) {bad} for model kind {kind!r}")
     spec.update({k: v for k, v in overrides.items() if v is not None})
+    if spec.get("autocast", "") == "": spec.pop("autocast", None)           # "": the kind's own precision
+    elif spec["autocast"] not in AUTOCAST_DTYPES:
+        raise ValueError(f"autocast must be '' (the kind's own precision) or one of {list(AUTOCAST_DTYPES)}, "
+                         f"got {spec['autocast']!r}")
     return spec
 
 # %% ../../nbs/p09_unlearning/01_models.ipynb #666b47f6
@@ -103,6 +112,23 @@ def load_hf(model_path: str,                  # a local Hugging Face folder, or 
         tok.p09_chat_system, tok.p09_chat_kwargs = HF_CHAT_SYSTEM, dict(HF_CHAT_KWARGS)
     return model, tok
 
+def native_bf16_cpu() -> bool | None:
+    "Whether this CPU computes bf16 natively (avx512_bf16 or AMX in /proc/cpuinfo); None where that file is absent."
+    try: info = Path("/proc/cpuinfo").read_text()
+    except OSError: return None
+    return bool(re.search(r"\b(avx512_bf16|amx_bf16)\b", info))
+
+def mark_autocast(model, autocast: str):
+    "Mark `model` to run its forward passes under bf16 autocast (`AUTOCAST_DTYPES`); warn where a CPU emulates bf16."
+    if autocast not in AUTOCAST_DTYPES:
+        raise ValueError(f"autocast must be one of {list(AUTOCAST_DTYPES)}, got {autocast!r}")
+    lm.set_autocast(model, AUTOCAST_DTYPES[autocast])
+    if lm.model_device(model).type == "cpu" and native_bf16_cpu() is False:
+        warnings.warn("bf16 autocast on a CPU without native bf16 (no avx512_bf16 or amx_bf16 in /proc/cpuinfo): "
+                      "it is emulated and may be slower than float32. autocast='' runs float32, whose numbers are "
+                      "not the reference outputs' (a different run key)", stacklevel=2)
+    return model
+
 def base_model(kind: str,                 # "tiny" | "tiny_mid" | "smollm2" | "hf"
                bench: SynthTOFU | None = None,  # needed for the tiny kinds (their closed vocabulary)
                seed: int = 0,             # initialisation seed (tiny kinds)
@@ -111,13 +137,15 @@ def base_model(kind: str,                 # "tiny" | "tiny_mid" | "smollm2" | "h
     ("The model before fine-tuning and its tokenizer: a random tiny Llama over SynthTOFU's words, SmolLM2, or a local "
      "HF folder.")
     spec = model_spec(kind, **overrides)
-    if kind == "smollm2": return lm.load_smollm2(device=device)
-    if kind == "hf": return load_hf(spec["model_path"], device=device)
-    if bench is None:
-        raise ValueError(f"model kind {kind!r} needs the benchmark (its tokenizer is built over its words)")
-    tok = synth_tokenizer(bench)
-    m = lm.tiny_lm(tok, n_layer=spec["n_layer"], d_model=spec["d_model"], n_head=spec["n_head"], n_ctx=spec["n_ctx"],
-                   arch=spec["arch"], seed=seed, device=device)
+    if kind == "smollm2": m, tok = lm.load_smollm2(device=device)
+    elif kind == "hf": m, tok = load_hf(spec["model_path"], device=device)
+    else:
+        if bench is None:
+            raise ValueError(f"model kind {kind!r} needs the benchmark (its tokenizer is built over its words)")
+        tok = synth_tokenizer(bench)
+        m = lm.tiny_lm(tok, n_layer=spec["n_layer"], d_model=spec["d_model"], n_head=spec["n_head"],
+                       n_ctx=spec["n_ctx"], arch=spec["arch"], seed=seed, device=device)
+    if spec.get("autocast"): mark_autocast(m, spec["autocast"])
     return m, tok
 
 def finetune(kind: str,                   # model kind (MODEL_KINDS)

@@ -84,10 +84,12 @@ TARGET_STEP_MODULES = ["neurips25.lm", "neurips25.unlearning.data", "neurips25.u
                        "neurips25.unlearning.metrics", "neurips25.unlearning.paper"]
 BASE_METRICS = ("forget_prob", "forget_truth_ratio", "forget_quality", "mia_min_k", "privleak")
 
-def _model_kw(kind: str, model_path: str | None) -> dict:
-    if kind == "hf": return {"model_path": model_path or model_spec("hf")["model_path"]}
+def _model_kw(kind: str, model_path: str | None, autocast: str = "") -> dict:
+    "The model options of a kind: hf's folder, and `autocast` (bf16) where set (validated by model_spec)."
+    amp = {"autocast": model_spec(kind, autocast=autocast)["autocast"]} if autocast else {}
+    if kind == "hf": return {"model_path": model_path or model_spec("hf")["model_path"], **amp}
     if model_path: raise ValueError(f"model_path is for model kind 'hf', not {kind!r}")
-    return {}
+    return amp
 
 def _row(name: str, res: Mapping) -> dict:
     row = {"model": name, **{k: r.value for k, r in res.items()}}
@@ -103,9 +105,10 @@ def target_step(kind: str = "tiny",          # model kind of unlearning.models (
                 model_path: str | None = None,  # kind "hf": a local HF folder or a registered source
                 device: str = "auto",
                 cache: bool | None = None,   # core's cache on/off (None: its default)
+                autocast: str = "",          # "bf16": forward passes under bf16 autocast (models.AUTOCAST_DTYPES)
                ) -> dict:
     "The target pair's own cached step: fine-tune full and retain (lm.train_cached), evaluate both and the base model."
-    mkw = _model_kw(kind, model_path)
+    mkw = _model_kw(kind, model_path, autocast)
     params = dict(kind=kind, seed=seed, data=data, n_authors=n_authors, n_questions=n_questions, forget=forget,
                   target_epochs=target_epochs, device=str(get_device(device)), **mkw)
     if kind == "hf": params["weights"] = weights_fingerprint(mkw["model_path"])
@@ -144,11 +147,14 @@ def headline_seed(kind: str = "tiny", seed: int = 0, data: str = "synth", n_auth
                   unlearn_lr: float = 1e-5,   # one lr for every method (repro.md)
                   unlearn_epochs: float = 10.0,  # epochs over the forget set (repro.md: 10)
                   batch_size: int = 8, grad_accum: int = 1,  # repro.md: 8 x 4 (effective 32)
-                  device: str = "auto", cache: bool | None = None) -> dict:
+                  device: str = "auto", cache: bool | None = None,
+                  autocast: str = "",         # "bf16": forward passes under bf16 autocast (models.AUTOCAST_DTYPES)
+                 ) -> dict:
     "One seed of the headline: the cached target step, then each method unlearnt from the full model and evaluated."
     from neurips25.core import cached
-    mkw = _model_kw(kind, model_path)
-    tstep = target_step(kind, seed, data, n_authors, n_questions, forget, target_epochs, model_path, device, cache)
+    mkw = _model_kw(kind, model_path, autocast)
+    tstep = target_step(kind, seed, data, n_authors, n_questions, forget, target_epochs, model_path, device, cache,
+                        autocast)
     params = dict(kind=kind, seed=seed, data=data, n_authors=n_authors, n_questions=n_questions, forget=forget,
                   target_epochs=target_epochs, methods=list(methods), unlearn_lr=unlearn_lr,
                   unlearn_epochs=unlearn_epochs, batch_size=batch_size, grad_accum=grad_accum,
