@@ -286,6 +286,35 @@ _SET_THREADS = """def _neurips25_threads(old, new):
     if torch is not None and torch.get_num_threads() == old:
         torch.set_num_threads(new)
 """
+# ... and inside a long cell: installed before the first code cell, the kernel's tqdm bars (core.progress; train_lm's
+# step bar, which counts every step even when the bar is hidden) read the threads file at most every `every` seconds,
+# on the main thread between two steps of the work they count, and raise the same pools; the kernel writes the count
+# it took to `<threads file>.kernel`, which the runner reads before the next cell (so it records the raise and does
+# not send it again).
+_WATCH_THREADS = """def _neurips25_watch(path, every=2.0, set_threads=_neurips25_threads):
+    import os, threading, time
+    from tqdm.std import tqdm
+    if getattr(tqdm, "_neurips25_watched", False):
+        return
+    state, orig = {"seen": time.monotonic()}, tqdm.update
+    def update(self, n=1):
+        t = time.monotonic()
+        if t - state["seen"] >= every and threading.current_thread() is threading.main_thread():
+            state["seen"] = t
+            try:
+                with open(path) as f:
+                    new = int(f.read().strip())
+                now = int(os.environ.get("OMP_NUM_THREADS") or 0)
+            except (OSError, ValueError):
+                new = now = 0
+            if now and new > now:
+                set_threads(now, new)
+                with open(path + ".kernel.tmp", "w") as f:
+                    f.write(str(new))
+                os.replace(path + ".kernel.tmp", path + ".kernel")
+        return orig(self, n)
+    tqdm.update, tqdm._neurips25_watched = update, True
+"""
 
 
 def read_threads(path) -> int | None:
@@ -362,7 +391,9 @@ def _register_engine():
 
         def execute_cell(self, cell, cell_index, *args, **kwargs):
             if cell.cell_type == "code":
+                self._watch(cell)
                 self._retune(cell, cell_index)
+                self._code_cell = cell_index
             if _PROGRESS is not None:
                 self._cell = f"cell {cell_index + 1}/{len(self.nb.cells)}"
                 _report_progress(self._cell)
@@ -376,8 +407,34 @@ def _register_engine():
                     _report_progress(f"{getattr(self, '_cell', 'cell ?')} · {bar}")
             return out
 
+        def _watch(self, cell):
+            "Before the first code cell: install `_WATCH_THREADS` in the kernel (raises inside long cells)."
+            path = getattr(self, "_threads_file", None)
+            if path is None or getattr(self, "_watching", False) or getattr(self, "_threads_now", None) is None:
+                return
+            self._watching = True
+            saved, self.timeout = self.timeout, _PROBE_WAIT
+            try:
+                code = (f"{_SET_THREADS}{_WATCH_THREADS}_neurips25_watch({str(path)!r})\n"
+                        "del _neurips25_threads, _neurips25_watch\n")
+                self.wait_for_reply(self.kc.execute(code, silent=True, store_history=False), cell)
+            except TimeoutError:                 # a kernel that cannot answer in time is raised between cells only
+                pass
+            finally:
+                self.timeout = saved
+
+        def _took(self):
+            "Whether the kernel raised its own threads inside the last code cell (`_WATCH_THREADS`): record it."
+            path, old = getattr(self, "_threads_file", None), getattr(self, "_threads_now", None)
+            took = read_threads(f"{path}.kernel") if path is not None else None
+            if took is not None and old is not None and took > old:
+                self._threads_now = took
+                _RAISED.setdefault(str(self.nb_man.output_path), []).append(
+                    {"cell": getattr(self, "_code_cell", None), "threads": took, "within_cell": True})
+
         def _retune(self, cell, cell_index):
             "Before a code cell: if the runner raised this run's threads (others finished), raise the kernel's pools."
+            self._took()
             new, old = read_threads(getattr(self, "_threads_file", None)), getattr(self, "_threads_now", None)
             if new is None or old is None or new <= old:
                 return
@@ -396,6 +453,7 @@ def _register_engine():
 
         def papermill_execute_cells(self):
             super().papermill_execute_cells()    # a dead or timed-out kernel raises here: then there is nothing to ask
+            self._took()                         # a raise inside the last code cell
             probe = nbformat.v4.new_code_cell("# the runner's thread-pool probe")   # names the wait in a timeout
             saved, self.timeout = self.timeout, _PROBE_WAIT
             try:
@@ -672,6 +730,11 @@ def start_threads(running: int, pending: int, jobs_n: int) -> int:
     return kernel_threads(max(1, min(jobs_n, running + 1 + pending)))
 
 
+def _ready(pending: list, in_flight: list) -> int:
+    "How many of `pending` could start now: those waiting for an unfinished `after` run cannot, so they hold no CPUs."
+    return sum(not _waits_for(j, [*pending, *in_flight]) for j in pending)
+
+
 def freed_threads(running: int, pending: int) -> int | None:
     "Threads each of `running` runs may use once no run waits to start (None while some do: a new run takes the slot)."
     return kernel_threads(running) if running and not pending else None
@@ -721,7 +784,7 @@ def run_local(todo: list[Job], jobs_n: int, outputs=None, root=None, timeout=Non
                 if k is None:
                     break
                 j = pending.pop(k)
-                t = start_threads(len(running), len(pending), n)
+                t = start_threads(len(running), _ready(pending, [*running.values(), j]), n)
                 tf = ctl / f"{uuid.uuid4().hex}.threads"
                 write_threads(tf, t)
                 f = ex.submit(_worker_run, (j, outputs, root, t, timeout, None, tf))
@@ -737,8 +800,10 @@ def run_local(todo: list[Job], jobs_n: int, outputs=None, root=None, timeout=Non
                     for p in pending:
                         done(_died(p, outputs, e))
                     pending.clear()
-            more = freed_threads(len(running), len(pending))  # nothing left to start: the runs in flight get the
-            for f, (tf, t) in list(tfiles.items()):           # threads the finished ones freed, from their next cell
+            # nothing can start now (runs waiting for an `after` run cannot): the runs in flight get the threads the
+            # finished ones freed, from their next cell or their next progress step inside a long cell
+            more = freed_threads(len(running), _ready(pending, list(running.values())))
+            for f, (tf, t) in list(tfiles.items()):
                 if more and more > t:
                     write_threads(tf, more)
                     tfiles[f] = (tf, more)
