@@ -163,3 +163,31 @@ def test_runs_yaml_small_equals_notebook_defaults(notebook_defaults):
         defaults = notebook_defaults(SERIES / a["notebook"])
         for k, v in a["small"].items():
             assert defaults[k] == v, f"{name}: {k} small={v!r} but the notebook says {defaults[k]!r}"
+
+
+SMOLLM2 = ("p09_unlearning/tab_smollm2_targets", "p09_unlearning/tab_smollm2_headline")
+
+
+@pytest.mark.parametrize("flags", ["0", "1"])
+def test_medium_smollm2_needs_native_cpu_bf16(flags, tmp_path):
+    "On a CPU that emulates bf16 (25x slower than float32), the bf16 medium runs are refused before anything starts."
+    import os
+    import subprocess
+    import sys
+    from neurips25.core import REPO_ROOT
+    env = {**os.environ, "NEURIPS25_CPU_BF16": flags, "NEURIPS25_PROGRESS": "0"}
+    cmd = [sys.executable, "-m", "neurips25.runner.cli", "--outputs", str(tmp_path / "out"), "reproduce", *SMOLLM2,
+           "--profile", "medium", "--force"]
+    dry = subprocess.run(cmd + ["--dry-run"], capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=300)
+    assert dry.returncode == 0, dry.stderr
+    marked = [ln for ln in dry.stdout.splitlines() if "[needs native CPU bf16" in ln]
+    assert len(marked) == (2 if flags == "0" else 0), dry.stdout
+    if flags == "1":
+        return
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=300)
+    assert r.returncode != 0 and "2 run(s) cannot start here, so nothing was run" in r.stdout + r.stderr, r.stdout + r.stderr
+    assert "--set autocast=" in r.stdout + r.stderr and not (tmp_path / "out" / "p09_unlearning").exists()
+    # float32 in a slot of its own is allowed (planned only here: it would fine-tune SmolLM2)
+    ok = subprocess.run(cmd + ["--set", "autocast=", "--dry-run"], capture_output=True, text=True, env=env,
+                        cwd=REPO_ROOT, timeout=300)
+    assert ok.returncode == 0 and "needs native CPU bf16" not in ok.stdout and "medium.set-" in ok.stdout, ok.stdout

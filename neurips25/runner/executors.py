@@ -19,11 +19,11 @@ from .store import (
 from .claims import registry_stamps
 
 # %% auto #0
-__all__ = ['NEEDS_CUDA', 'NEEDS_DATA', 'NEEDS_HINTS', 'Job', 'fmt_duration', 'data_needs', 'needs_hints', 'blocked_message',
-           'resolve_device', 'plan', 'schedule', 'expected_wall', 'plan_estimate', 'usable_cpus', 'kernel_threads',
-           'read_threads', 'write_threads', 'tqdm_text', 'Terminated', 'install_signal_handlers', 'base_manifest',
-           'failure_manifest', 'run_environment', 'execute', 'guarded_execute', 'start_threads', 'freed_threads',
-           'run_local', 'run_dask', 'run_jobs', 'summarize']
+__all__ = ['NEEDS_CUDA', 'NEEDS_DATA', 'NEEDS_BF16', 'NEEDS_HINTS', 'Job', 'fmt_duration', 'native_bf16_cpu', 'bf16_needs',
+           'data_needs', 'needs_hints', 'blocked_message', 'resolve_device', 'plan', 'schedule', 'expected_wall',
+           'plan_estimate', 'usable_cpus', 'kernel_threads', 'read_threads', 'write_threads', 'tqdm_text', 'Terminated',
+           'install_signal_handlers', 'base_manifest', 'failure_manifest', 'run_environment', 'execute',
+           'guarded_execute', 'start_threads', 'freed_threads', 'run_local', 'run_dask', 'run_jobs', 'summarize']
 
 # %% ../../nbs/01c_executors.ipynb #6b929c8e
 @dataclass
@@ -38,7 +38,7 @@ class Job:
     reason: str = ""
     overrides: dict = field(default_factory=dict)   # the --set values (text), if any
     effective: dict = field(default_factory=dict)   # every declared parameter with the value it runs with
-    needs: list = field(default_factory=list)       # why it cannot run here: "needs CUDA", "needs data: X (missing)"
+    needs: list = field(default_factory=list)       # why it cannot run here: "needs CUDA", "needs data: X (missing)", ...
     expected_s: float | None = None                 # how long its last successful run at this slot took (None: never)
 
     @property
@@ -61,6 +61,7 @@ def fmt_duration(s: float) -> str:
 
 NEEDS_CUDA = "needs CUDA"
 NEEDS_DATA = "needs data"
+NEEDS_BF16 = "needs native CPU bf16"
 NEEDS_HINTS = {                  # the first words of a `needs` entry -> how to satisfy it (one line each)
     NEEDS_DATA: "the profile reads a paper's own data set or model, which the project never downloads: "
                 "`neurips25 data where NAME` says which files to put where (data/external/NAME/ or NEURIPS25_DATA), "
@@ -68,7 +69,34 @@ NEEDS_HINTS = {                  # the first words of a `needs` entry -> how to 
     NEEDS_CUDA: "the full profile of a gpu artefact needs a GPU and none is available here: run it on a machine with "
                 "CUDA (or a Dask cluster: --executor dask --device cuda), or pass --device cpu to run it on the CPU "
                 "anyway",
+    NEEDS_BF16: "the run asks for bf16 autocast on the CPU (autocast: bf16, the precision its reference outputs were "
+                "computed in) and this CPU has no native bf16 (no avx512_bf16 or amx_bf16 in /proc/cpuinfo): torch then "
+                "emulates bf16 matrix products at about 1/25 of float32's speed (a SmolLM2 fine-tune takes hours "
+                "instead of minutes). Run it on a CPU with native bf16, or pass --set autocast= (select those "
+                "artefacts) to run it in float32 in a slot of its own (about 1.6x a native bf16 step; its numbers are "
+                "not the reference's); NEURIPS25_CPU_BF16=1 runs the emulation anyway",
 }
+
+
+def native_bf16_cpu() -> bool | None:
+    "Whether this CPU computes bf16 natively (avx512_bf16 or amx_bf16); None where /proc/cpuinfo is absent."
+    # the kernel's own test is unlearning.models.native_bf16_cpu (it warns); the runner reads the flags itself so that
+    # planning imports no model code. NEURIPS25_CPU_BF16=0|1 overrides the flags (tests; a run that accepts the cost).
+    env = os.environ.get("NEURIPS25_CPU_BF16")
+    if env in ("0", "1"): return env == "1"
+    try: info = Path("/proc/cpuinfo").read_text()
+    except OSError: return None
+    return bool(re.search(r"\b(avx512_bf16|amx_bf16)\b", info))
+
+
+def bf16_needs(effective: dict, run_dev: str) -> list[str]:
+    "'needs native CPU bf16' for a run with bf16 autocast (notebook parameter `autocast`) on a CPU that emulates it."
+    if str(effective.get("autocast", "")).lower() != "bf16":
+        return []
+    dev = effective.get("device") if effective.get("device") in ("cpu", "cuda") else run_dev   # 'auto': the runner's
+    if dev != "cpu" or native_bf16_cpu() is not False:
+        return []
+    return [f"{NEEDS_BF16} (autocast: bf16 on the CPU; this one emulates it)"]
 
 
 def data_needs(art: Artefact, profile: str) -> list[str]:
@@ -139,10 +167,11 @@ def plan(selectors: list[str] | None = None,  # series/artefact names (empty: al
         if profile == "full" and art.gpu and dev != "cuda" and device != "cpu":
             needs, run_dev = [NEEDS_CUDA], "cuda"      # planned where it belongs; a real run refuses (run_jobs)
         needs += data_needs(art, profile)
+        effective = effective_parameters(params, declared)
+        needs += bf16_needs(effective, run_dev)
         key = run_key(art, params, profile, run_dev)
         m = read_manifest(run_dir(art, profile, outputs, overrides))
-        job = Job(art, profile, params, run_dev, key, "run", overrides=overrides,
-                  effective=effective_parameters(params, declared),
+        job = Job(art, profile, params, run_dev, key, "run", overrides=overrides, effective=effective,
                   expected_s=m.get("duration_s") if m and m.get("status") == "ok" else None)
         if not force and m and m.get("status") == "ok" and m.get("run_key") == key:
             job.action, job.reason = "skip", "unchanged since its last success"
