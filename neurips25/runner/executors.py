@@ -19,11 +19,12 @@ from .store import (
 from .claims import registry_stamps
 
 # %% auto #0
-__all__ = ['NEEDS_CUDA', 'NEEDS_DATA', 'NEEDS_BF16', 'NEEDS_HINTS', 'Job', 'fmt_duration', 'native_bf16_cpu', 'bf16_needs',
-           'data_needs', 'needs_hints', 'blocked_message', 'resolve_device', 'plan', 'schedule', 'expected_wall',
-           'plan_estimate', 'usable_cpus', 'kernel_threads', 'read_threads', 'write_threads', 'tqdm_text', 'Terminated',
-           'install_signal_handlers', 'base_manifest', 'failure_manifest', 'run_environment', 'execute',
-           'guarded_execute', 'start_threads', 'freed_threads', 'run_local', 'run_dask', 'run_jobs', 'summarize']
+__all__ = ['NEEDS_CUDA', 'NEEDS_DATA', 'NEEDS_BF16', 'NEEDS_HINTS', 'CPU_ISA', 'Job', 'fmt_duration', 'native_bf16_cpu',
+           'cpu_info', 'bf16_needs', 'data_needs', 'needs_hints', 'blocked_message', 'resolve_device', 'plan',
+           'schedule', 'expected_wall', 'plan_estimate', 'usable_cpus', 'kernel_threads', 'read_threads',
+           'write_threads', 'tqdm_text', 'Terminated', 'install_signal_handlers', 'base_manifest', 'failure_manifest',
+           'run_environment', 'execute', 'guarded_execute', 'start_threads', 'freed_threads', 'run_local', 'run_dask',
+           'run_jobs', 'summarize']
 
 # %% ../../nbs/01c_executors.ipynb #6b929c8e
 @dataclass
@@ -87,6 +88,18 @@ def native_bf16_cpu() -> bool | None:
     try: info = Path("/proc/cpuinfo").read_text()
     except OSError: return None
     return bool(re.search(r"\b(avx512_bf16|amx_bf16)\b", info))
+
+
+CPU_ISA = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_tile", "asimd", "sve")
+
+
+def cpu_info() -> dict:
+    "The CPU a run ran on (manifest): model name and the vector extensions that pick BLAS kernels and bf16 speed."
+    try: info = Path("/proc/cpuinfo").read_text()
+    except OSError: return {"model": None, "isa": None}
+    model = re.search(r"^(?:model name|Hardware|CPU part)\s*:\s*(.+)$", info, re.M)
+    flags = set(re.findall(r"[\w.]+", " ".join(re.findall(r"^(?:flags|Features)\s*:(.*)$", info, re.M))))
+    return {"model": model.group(1).strip() if model else None, "isa": [f for f in CPU_ISA if f in flags]}
 
 
 def bf16_needs(effective: dict, run_dev: str) -> list[str]:
@@ -647,6 +660,7 @@ def execute(job: Job,                       # the planned run
             manifest.update(device={"device": job.device, "gpu": None}, status="failed",
                             error=_runner_error("DeviceUnavailable", str(e)))
         manifest["device"].pop("torch_threads", None)      # the runner's, not the kernel's: see "threads"
+        manifest["device"]["cpu"] = cpu_info()          # the ISA decides BLAS kernels (last bits) and bf16 speed
         _register_engine()
         try:
             if manifest["status"] is None:
