@@ -39,7 +39,7 @@ class Job:
     reason: str = ""
     overrides: dict = field(default_factory=dict)   # the --set values (text), if any
     effective: dict = field(default_factory=dict)   # every declared parameter with the value it runs with
-    needs: list = field(default_factory=list)       # why it cannot run here: "needs CUDA", "needs data: X (missing)", ...
+    needs: list = field(default_factory=list)       # why it cannot run here: "needs CUDA", "needs data: X (missing)"
     expected_s: float | None = None                 # how long its last successful run at this slot took (None: never)
 
     @property
@@ -71,8 +71,8 @@ NEEDS_HINTS = {                  # the first words of a `needs` entry -> how to 
                 "CUDA (or a Dask cluster: --executor dask --device cuda), or pass --device cpu to run it on the CPU "
                 "anyway",
     NEEDS_BF16: "the run asks for bf16 autocast on the CPU (autocast: bf16, the precision its reference outputs were "
-                "computed in) and this CPU has no native bf16 (no avx512_bf16 or amx_bf16 in /proc/cpuinfo): torch then "
-                "emulates bf16 matrix products at about 1/25 of float32's speed (a SmolLM2 fine-tune takes hours "
+                "computed in) and this CPU has no native bf16 (no avx512_bf16 or amx_bf16 in /proc/cpuinfo): torch "
+                "then emulates bf16 matrix products at about 1/25 of float32's speed (a SmolLM2 fine-tune takes hours "
                 "instead of minutes). Run it on a CPU with native bf16, or pass --set autocast= (select those "
                 "artefacts) to run it in float32 in a slot of its own (about 1.6x a native bf16 step; its numbers are "
                 "not the reference's); NEURIPS25_CPU_BF16=1 runs the emulation anyway",
