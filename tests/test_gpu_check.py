@@ -17,7 +17,8 @@ def test_gpu_check_cpu_runs_the_gpu_artefacts_in_scratch(fixture_repo, tmp_path)
     assert [x["artefact"] for x in rep["runs"]] == ["p98_fix/tab_b"]          # only the gpu: true one by default
     row = rep["runs"][0]
     assert row["status"] == "ok" and row["device"] == "cpu" and not row["cuda_used"] and row["wall_s"] > 0
-    assert "1/1 ok" in r.stdout
+    assert "1/1 ok; " in r.stdout and " wall (1 at a time)" in r.stdout
+    assert 0 < rep["total_s"] <= rep["wall_s"]              # one at a time: the check's wall covers its one run
     assert not out_dir(fixture_repo, "tab_b", "small").exists()               # the reference outputs are untouched
     assert not (fixture_repo / "outputs" / "gpu-check.json").exists()
 

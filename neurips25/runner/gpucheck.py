@@ -2,7 +2,7 @@
 
 # %% ../../nbs/01h_gpucheck.ipynb #f285cd30
 from __future__ import annotations
-import argparse, contextlib, json, os, platform, tempfile
+import argparse, contextlib, json, os, platform, tempfile, time
 from pathlib import Path
 
 from .. import core
@@ -229,7 +229,7 @@ def gpu_check(device: str = "cuda",            # cuda | cpu
     say(f"gpu-check: {len(jobs)} run(s) at the small profile on {info.get('gpu') or dev}"
         + (f", and {len(extra)} second timed run(s) for projections of `full`" if extra else "")
         + f"; scratch outputs in {work}")
-    done, partial = {}, partial_path(out)
+    done, partial, t0 = {}, partial_path(out), time.monotonic()
 
     def finished(key, m):                           # each finished run is on disk at once: a check cut short
         done[key] = m                               # (Ctrl-C, a time limit, a lost machine) keeps what it measured
@@ -270,13 +270,15 @@ def gpu_check(device: str = "cuda",            # cuda | cpu
         raise
     rows = _check_rows(jobs, done, points, dev, work, say=say)
     report = _check_report(rows, dev, info, preload, jobs_n)
+    report["wall_s"] = round(time.monotonic() - t0, 2)      # the check's own wall time; total_s sums its runs
     write_json(out, report)
     partial.unlink(missing_ok=True)
     report["path"] = str(out)
     projected = [r["projected_full_s"] for r in rows if r["projected_full_s"] is not None]
-    say(f"gpu-check: {'passed' if report['ok'] else 'FAILED'}: {sum(r['ok'] for r in rows)}/{len(rows)} ok in "
-        f"{fmt_duration(report['total_s'])}" + (f"; full projected {fmt_duration(report['projected_full_s'])} "
-        f"(timed work of {len(projected)} artefact(s))" if projected else "") + f"; report: {out}")
+    say(f"gpu-check: {'passed' if report['ok'] else 'FAILED'}: {sum(r['ok'] for r in rows)}/{len(rows)} ok; "
+        f"{fmt_duration(report['total_s'])} of runs, {fmt_duration(report['wall_s'])} wall ({jobs_n} at a time)"
+        + (f"; full projected {fmt_duration(report['projected_full_s'])} (timed work of {len(projected)} "
+           "artefact(s))" if projected else "") + f"; report: {out}")
     return report
 
 # %% ../../nbs/01h_gpucheck.ipynb #e9d7a820
