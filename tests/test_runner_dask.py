@@ -1,6 +1,7 @@
 """The Dask executor end to end: a LocalCluster of 2 process workers gives the same manifests and claims as the local
 executor; a failing notebook and a dying worker are reported failed; runs already present are never sent."""
 import json
+import os
 import time
 from pathlib import Path
 
@@ -119,3 +120,53 @@ def test_a_gpu_worker_that_joins_late_is_waited_for(repo, empty_cluster):
         assert p.returncode == 0 and "1 ok, 0 failed" in out, out + err
     else:        # the worker declares a GPU it does not have: the run reaches it and fails there, clearly
         assert p.returncode == 1 and "DeviceUnavailable: " in out and "CUDA is not available" in out, out + err
+
+
+def _start_worker(address: str, bf16: str, log: Path):
+    "A `dask worker` process whose environment says whether its CPU has native bf16 (as /proc/cpuinfo would)."
+    import subprocess
+    import sys
+    env = {**os.environ, "NEURIPS25_CPU_BF16": bf16}
+    return subprocess.Popen([str(Path(sys.executable).with_name("dask")), "worker", address, "--nthreads", "1",
+                             "--no-dashboard"], env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
+
+
+def _wait_n_workers(address: str, n: int, timeout: float = 120.0):
+    from dask.distributed import Client
+    with Client(address, timeout="30s") as c:
+        c.wait_for_workers(n, timeout=timeout)
+
+
+def test_bf16_runs_go_only_to_dask_workers_whose_cpu_has_native_bf16(tmp_path, empty_cluster):
+    # issue 36, 4: the client's CPU flags do not decide for a cluster; each worker's own do
+    import nbformat
+    root = make_repo(tmp_path / "repo")
+    d = root / "nbs" / "p98_fix"
+    seen = ('\nimport os\nsave_table(pd.DataFrame({"bf16": [os.environ.get("NEURIPS25_CPU_BF16")]}), "worker_cpu")\n')
+    for nb_name, art in (("10_fig_a.ipynb", "fig_a"), ("11_tab_b.ipynb", "tab_b")):
+        write_notebook(d / nb_name, art, extra=seen)
+        nbk = nbformat.read(d / nb_name, as_version=4)
+        nbk.cells[1].source += "\nautocast: str = ''  # bf16: bf16 autocast"
+        nbformat.write(nbk, d / nb_name)
+    addr, procs = empty_cluster.scheduler_address, []
+    args = ("--outputs", str(root / "out"), "reproduce", "p98", "--profile", "small", "--device", "cpu",
+            "--set", "autocast=bf16", "--executor", "dask", "--scheduler", addr)
+    try:
+        procs.append(_start_worker(addr, "0", tmp_path / "w0.log"))      # a worker whose CPU emulates bf16
+        _wait_n_workers(addr, 1)
+        r = run_cli(root, *args, timeout=240, NEURIPS25_CPU_BF16="1")    # the client's CPU has it: not enough
+        assert r.returncode == 2, r.stdout + r.stderr
+        assert "2 run(s) cannot start here" in r.stderr and "none of the cluster's 1 worker(s) has it" in r.stderr
+        assert "--set autocast=" in r.stderr and not list((root / "out").rglob("manifest.json"))
+        procs.append(_start_worker(addr, "1", tmp_path / "w1.log"))      # a worker with native bf16 joins
+        _wait_n_workers(addr, 2)
+        r = run_cli(root, *args, timeout=240, NEURIPS25_CPU_BF16="0")    # the client's CPU lacks it: it does not matter
+        assert r.returncode == 0 and "2 ok, 0 failed" in r.stdout, r.stdout + r.stderr
+        got = sorted(p.read_text() for p in (root / "out").rglob("worker_cpu.csv"))
+        assert got == ["bf16\n1\n", "bf16\n1\n"], got                    # both ran on the worker with native bf16
+        r = run_cli(root, *args[:-4], "--force", timeout=240, NEURIPS25_CPU_BF16="0")   # local: this CPU decides
+        assert r.returncode == 2 and "this one emulates it" in r.stderr, r.stdout + r.stderr
+    finally:
+        for p in procs:
+            p.terminate()
+            p.wait(timeout=30)

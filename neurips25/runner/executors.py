@@ -20,8 +20,8 @@ from .claims import registry_stamps
 
 # %% auto #0
 __all__ = ['NEEDS_CUDA', 'NEEDS_DATA', 'NEEDS_BF16', 'NEEDS_HINTS', 'CPU_ISA', 'Job', 'fmt_duration', 'native_bf16_cpu',
-           'cpu_info', 'bf16_needs', 'data_needs', 'needs_hints', 'blocked_message', 'resolve_device', 'plan',
-           'schedule', 'expected_wall', 'plan_estimate', 'usable_cpus', 'kernel_threads', 'read_threads',
+           'cpu_info', 'wants_cpu_bf16', 'bf16_needs', 'data_needs', 'needs_hints', 'blocked_message', 'resolve_device',
+           'plan', 'schedule', 'expected_wall', 'plan_estimate', 'usable_cpus', 'kernel_threads', 'read_threads',
            'write_threads', 'tqdm_text', 'Terminated', 'install_signal_handlers', 'base_manifest', 'failure_manifest',
            'run_environment', 'execute', 'guarded_execute', 'start_threads', 'freed_threads', 'run_local', 'run_dask',
            'run_jobs', 'summarize']
@@ -41,6 +41,7 @@ class Job:
     effective: dict = field(default_factory=dict)   # every declared parameter with the value it runs with
     needs: list = field(default_factory=list)       # why it cannot run here: "needs CUDA", "needs data: X (missing)"
     expected_s: float | None = None                 # how long its last successful run at this slot took (None: never)
+    expected_cpu: dict | None = None                # the CPU that run recorded (cpu_info; None: not recorded)
 
     @property
     def slot(self) -> str:
@@ -102,12 +103,17 @@ def cpu_info() -> dict:
     return {"model": model.group(1).strip() if model else None, "isa": [f for f in CPU_ISA if f in flags]}
 
 
-def bf16_needs(effective: dict, run_dev: str) -> list[str]:
-    "'needs native CPU bf16' for a run with bf16 autocast (notebook parameter `autocast`) on a CPU that emulates it."
+def wants_cpu_bf16(effective: dict, run_dev: str) -> bool:
+    "Whether a run asks for bf16 autocast (notebook parameter `autocast`) on a CPU (its `device` parameter decides)."
     if str(effective.get("autocast", "")).lower() != "bf16":
-        return []
+        return False
     dev = effective.get("device") if effective.get("device") in ("cpu", "cuda") else run_dev   # 'auto': the runner's
-    if dev != "cpu" or native_bf16_cpu() is not False:
+    return dev == "cpu"
+
+
+def bf16_needs(effective: dict, run_dev: str) -> list[str]:
+    "'needs native CPU bf16' for a run with bf16 autocast on the CPU when this CPU emulates bf16."
+    if not wants_cpu_bf16(effective, run_dev) or native_bf16_cpu() is not False:
         return []
     return [f"{NEEDS_BF16} (autocast: bf16 on the CPU; this one emulates it)"]
 
@@ -181,11 +187,14 @@ def plan(selectors: list[str] | None = None,  # series/artefact names (empty: al
             needs, run_dev = [NEEDS_CUDA], "cuda"      # planned where it belongs; a real run refuses (run_jobs)
         needs += data_needs(art, profile)
         effective = effective_parameters(params, declared)
-        needs += bf16_needs(effective, run_dev)
+        if executor != "dask":     # on a cluster the workers' CPUs run it, not this one's: run_dask asks them
+            needs += bf16_needs(effective, run_dev)
         key = run_key(art, params, profile, run_dev)
         m = read_manifest(run_dir(art, profile, outputs, overrides))
+        last_ok = bool(m) and m.get("status") == "ok"
+        dev_rec = m.get("device") if last_ok and isinstance(m.get("device"), dict) else {}
         job = Job(art, profile, params, run_dev, key, "run", overrides=overrides, effective=effective,
-                  expected_s=m.get("duration_s") if m and m.get("status") == "ok" else None)
+                  expected_s=m.get("duration_s") if last_ok else None, expected_cpu=dev_rec.get("cpu") or None)
         if not force and m and m.get("status") == "ok" and m.get("run_key") == key:
             job.action, job.reason = "skip", "unchanged since its last success"
         elif force:
@@ -256,7 +265,31 @@ def plan_estimate(jobs: list[Job], jobs_n: int) -> str:
         return f"expected: {e['runs']} run(s), none ran before at this profile, so no time is known"
     line = (f"expected: {e['runs']} run(s), {fmt_duration(e['serial_s'])} of runs (their last successful times), "
             f"about {fmt_duration(e['wall_s'])} wall with --jobs {jobs_n}")
-    return line + (f"; {e['untimed']} run(s) never ran at this profile (not counted)" if e["untimed"] else "")
+    line += f"; {e['untimed']} run(s) never ran at this profile (not counted)" if e["untimed"] else ""
+    return line + _cpu_caveat([j for j in todo if j.expected_s])
+
+
+def _cpu_text(c: dict) -> str:
+    return f"{c.get('model') or 'model unknown'}: {' '.join(c.get('isa') or []) or 'none of ' + '/'.join(CPU_ISA[:3])}"
+
+
+def _cpu_caveat(timed: list[Job]) -> str:
+    "Which of the timed runs were timed on another CPU than this one, or on one their manifests do not record."
+    # The same fp32 work took 2.5x longer on an AVX2-only CPU than on an AVX-512 one (issue 36): a time measured
+    # elsewhere is a guide, not a promise. Runs before e9ca665 did not record their CPU.
+    here = cpu_info()
+    other = [j.expected_cpu for j in timed if j.expected_cpu and j.expected_cpu != here]
+    unrecorded = sum(1 for j in timed if not j.expected_cpu)
+    out = ""
+    if other:
+        kinds = {json.dumps(c, sort_keys=True) for c in other}
+        first = other[0] if len(kinds) == 1 else None
+        where = _cpu_text(first) if first else f"{len(kinds)} other CPUs"
+        out += (f"; {len(other)} timed on another CPU ({where}; this one: {_cpu_text(here)}), so their times may "
+                "differ here")
+    if unrecorded:
+        out += f"; {unrecorded} timed on a CPU their manifests do not record"
+    return out
 
 
 # %% ../../nbs/01c_executors.ipynb #4abb103f
@@ -920,6 +953,24 @@ def _close_dask(client, cluster, futs=()):
             step()
 
 
+def _bf16_workers(client, todo: list[Job]) -> list[str] | None:
+    "Workers a run with bf16 autocast on the CPU may go to: those whose own CPU has native bf16 (None: no such run)."
+    # Each worker answers from its own /proc/cpuinfo and environment (NEURIPS25_CPU_BF16 overrides it there), so a
+    # client without native bf16 can send these runs to workers that have it, and a cluster whose workers lack it
+    # refuses them before anything is sent, as plan() does locally. Workers that join later are not asked.
+    want = [j for j in todo if wants_cpu_bf16(j.effective, j.device)]
+    if not want:
+        return None
+    native = client.run(native_bf16_cpu)                       # {address: True | False | None (no /proc/cpuinfo)}
+    ok = sorted(a for a, v in native.items() if v is not False)
+    if not ok:
+        for j in want:
+            j.needs = [f"{NEEDS_BF16} (autocast: bf16 on the CPU; none of the cluster's {len(native)} "
+                       "worker(s) has it)"]
+        raise RunnerError(blocked_message(want))
+    return ok
+
+
 def run_dask(todo: list[Job], jobs_n: int = 2, scheduler: str | None = None, outputs=None, root=None,
              timeout=None, on_done=None,
              wait_workers: float = 60.0,         # seconds to wait for workers to join before giving up
@@ -963,11 +1014,14 @@ def run_dask(todo: list[Job], jobs_n: int = 2, scheduler: str | None = None, out
                                   "Wait longer with --wait-workers SECONDS")
             if need_gpu and not any(map(_has_gpu, workers.values())):
                 raise RunnerError(gpu_msg)
+            bf16_at = _bf16_workers(client, todo)      # address list for runs with bf16 autocast on the CPU
             for i, j in enumerate(todo):                    # earlier in `todo` (schedule order): higher priority
                 key = f"neurips25-{j.art.series}-{j.art.name}-{j.slot}-{uuid.uuid4().hex[:8]}"
                 res = {"GPU": 1} if j.device == "cuda" else None
+                at = bf16_at if wants_cpu_bf16(j.effective, j.device) else None     # only where bf16 is native
                 futs[client.submit(_dask_task, j, outputs, root, threads, timeout, key=key, pure=False,
-                                   resources=res, retries=0, priority=len(todo) - i)] = j
+                                   resources=res, workers=at, allow_other_workers=False, retries=0,
+                                   priority=len(todo) - i)] = j
             for f in as_completed(futs):
                 j = futs[f]
                 try:
