@@ -23,6 +23,22 @@ def test_gpu_check_cpu_runs_the_gpu_artefacts_in_scratch(fixture_repo, tmp_path)
     assert not (fixture_repo / "outputs" / "gpu-check.json").exists()
 
 
+def test_gpu_check_runs_a_notebook_registered_for_several_artefacts_once(fixture_repo, tmp_path):
+    "One notebook registered as several artefacts (P09's per-seed target step): the same code, checked once."
+    runs = fixture_repo / "nbs" / "p98_fix" / "runs.yaml"
+    runs.write_text(runs.read_text() + "  tab_b2:\n    notebook: 11_tab_b.ipynb\n    paper_ref: Table 2, seed 1\n"
+                    "    gpu: true\n    small: {}\n    medium: {n: 5}\n    full: {n: 50}\n")
+    r = run_cli(fixture_repo, "gpu-check", "--device", "cpu", "--out", str(tmp_path / "gc.json"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    rep = json.loads((tmp_path / "gc.json").read_text())
+    assert [x["artefact"] for x in rep["runs"]] == ["p98_fix/tab_b"]
+    assert rep["same_notebook"] == {"p98_fix/tab_b2": "p98_fix/tab_b"}
+    assert "1 not run, their notebook runs as another artefact (p98_fix/tab_b2)" in r.stdout
+    r = run_cli(fixture_repo, "gpu-check", "--device", "cpu", "p98/tab_b2", "--out", str(tmp_path / "g2.json"))
+    assert r.returncode == 1 and "registered it as p98_fix/tab_b2" in r.stdout + r.stderr   # named: it runs (and the
+    # fixture notebook, which names tab_b literally, is refused by core.start_run)
+
+
 def test_gpu_check_named_targets_and_a_failing_run(fixture_repo, tmp_path):
     runs = fixture_repo / "nbs" / "p98_fix" / "runs.yaml"
     runs.write_text(runs.read_text().replace("small: {}", "small: {fail: true}"))

@@ -1,5 +1,6 @@
 """The real registry: every notebook named in a runs.yaml exists, has a parameters cell, and its profiles fit it."""
 import ast
+import re
 from pathlib import Path
 
 import nbformat
@@ -11,6 +12,20 @@ from neurips25.runner import load_registry, notebook_parameters, coerce_paramete
 ERRORS: dict = {}
 REGISTRY = load_registry(core.REPO_ROOT, errors=ERRORS)     # a broken runs.yaml fails one test, not the collection
 ARTEFACTS = [a for s in REGISTRY for a in s.artefacts]
+SHARED: dict = {}                                           # notebook -> the artefacts registered on it, in order
+for _a in ARTEFACTS: SHARED.setdefault(_a.notebook, []).append(_a)
+
+
+def name_template(art) -> str | None:
+    "A notebook registered for several artefacts names its run from parameters: start_run(series, f\"..{seed}..\")."
+    src = "\n".join(c.source for c in nbformat.read(art.notebook, as_version=4).cells if c.cell_type == "code")
+    m = re.search(r'start_run\("' + re.escape(art.series) + r'", f"([^"]+)"\)', src)
+    return m.group(1) if m else None
+
+
+def naming_parameters(art) -> set:
+    t = name_template(art)
+    return set(re.findall(r"{(\w+)}", t)) if t and len(SHARED[art.notebook]) > 1 else set()
 
 
 def test_registry_is_not_empty():
@@ -28,9 +43,11 @@ def test_notebook_exists_has_parameters_and_profiles_fit(art):
     declared = notebook_parameters(art.notebook)            # raises if the parameters tag is lost
     for p in PROFILES: coerce_parameters(art.profiles[p], declared, f"{art.id} [{p}]")
     coerce_parameters({**art.profiles["small"], **art.gpu_check}, declared, f"{art.id} [gpu_check]")  # gpu-check size
-    # the small profile IS the notebook's defaults (nbdev_test runs the defaults)
+    # the small profile IS the notebook's defaults (nbdev_test runs the defaults); a notebook registered for several
+    # artefacts: its first artefact's, the others differ only in the parameters that name them (e.g. seed)
+    first = SHARED[art.notebook][0] is art
     for k, v in art.profiles["small"].items():
-        assert declared[k]["default"] == v, \
+        assert declared[k]["default"] == v or (not first and k in naming_parameters(art)), \
             f"{art.id}: small {k}={v!r} but the notebook's default is {declared[k]['default']!r}"
 
 
@@ -38,8 +55,16 @@ def test_notebook_exists_has_parameters_and_profiles_fit(art):
 def test_figure_notebook_declares_its_artefact_and_exports_nothing(art):
     nb = nbformat.read(art.notebook, as_version=4)
     src = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
-    assert f'start_run("{art.series}", "{art.name}")' in src, \
-        f"{art.id}: notebook must call start_run(\"{art.series}\", \"{art.name}\")"
+    if len(SHARED[art.notebook]) > 1:                      # one notebook, several artefacts: named by parameters
+        t = name_template(art)
+        assert t, f"{art.id}: a notebook registered {len(SHARED[art.notebook])} times must name its artefact " \
+                  f"from its parameters: start_run(\"{art.series}\", f\"...{{param}}...\")"
+        for p in PROFILES:
+            named = t.format(**art.profiles[p])
+            assert named == art.name, f"{art.id} [{p}]: start_run names {named!r}"
+    else:
+        assert f'start_run("{art.series}", "{art.name}")' in src, \
+            f"{art.id}: notebook must call start_run(\"{art.series}\", \"{art.name}\")"
     assert "#| export" not in src and "#| default_exp" not in src, f"{art.id}: figure notebooks export nothing"
     params = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])][0]
     for line in params.source.splitlines():

@@ -20,7 +20,8 @@ __all__ = ['TARGETS_HELP', 'COMMANDS', 'CHECKOUT_COMMANDS', 'seconds', 'positive
            'main']
 
 # %% ../../nbs/01e_cli.ipynb #553d4e95
-TARGETS_HELP = "series (p05, p05_sgequidiff, sgequidiff) or artefacts (p05/fig_samples); default all"
+TARGETS_HELP = ("series (p05, p05_sgequidiff, sgequidiff) or artefacts (p05/fig_samples, or a glob: "
+                "'p09/tab_smollm2_*'); default all")
 
 
 def _warn_broken(cmd: str, broken: dict):

@@ -211,6 +211,12 @@ def gpu_check(device: str = "cuda",            # cuda | cpu
             if targets or j.art.gpu]
     if not jobs:
         raise RunnerError("gpu-check: nothing to check (no artefact is marked gpu: true, or none was named)")
+    same = {}                                       # one notebook registered for several artefacts (a seed each):
+    if not targets:                                 # the same code, so the check runs its first artefact only
+        first = {}
+        for j in jobs: first.setdefault(j.art.notebook.resolve(), j.art.id)
+        same = {j.art.id: first[j.art.notebook.resolve()] for j in jobs if first[j.art.notebook.resolve()] != j.art.id}
+        jobs = [j for j in jobs if j.art.id not in same]
     # an artefact's gpu_check parameters (runs.yaml) shrink its small profile further for the check
     jobs = [plan([j.art.id], "small", j.art.gpu_check, device=dev, force=True, root=root, outputs=work)[0]
             if j.art.gpu_check else j for j in jobs]
@@ -228,6 +234,7 @@ def gpu_check(device: str = "cuda",            # cuda | cpu
     info = core.device_info(dev)
     say(f"gpu-check: {len(jobs)} run(s) at the small profile on {info.get('gpu') or dev}"
         + (f", and {len(extra)} second timed run(s) for projections of `full`" if extra else "")
+        + (f"; {len(same)} not run, their notebook runs as another artefact ({', '.join(same)})" if same else "")
         + f"; scratch outputs in {work}")
     done, partial, t0 = {}, partial_path(out), time.monotonic()
 
@@ -271,6 +278,7 @@ def gpu_check(device: str = "cuda",            # cuda | cpu
     rows = _check_rows(jobs, done, points, dev, work, say=say)
     report = _check_report(rows, dev, info, preload, jobs_n)
     report["wall_s"] = round(time.monotonic() - t0, 2)      # the check's own wall time; total_s sums its runs
+    if same: report["same_notebook"] = same                 # artefacts not run: their notebook ran as another
     write_json(out, report)
     partial.unlink(missing_ok=True)
     report["path"] = str(out)

@@ -2,7 +2,7 @@
 
 # %% ../../nbs/01a_registry.ipynb #f8c41c21
 from __future__ import annotations
-import ast, contextlib, hashlib, json, math, re
+import ast, contextlib, fnmatch, hashlib, json, math, re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -364,7 +364,7 @@ def _match_series(reg: list[Series], name: str) -> Series | None:
 
 
 def select(reg: list[Series],              # the registry
-           selectors: list[str] | None,    # series or artefact names; empty: all
+           selectors: list[str] | None,    # series or artefact names (or globs: p09/tab_smollm2_*); empty: all
            errors: dict | None = None,     # broken series from load_registry(errors=...), named in messages
           ) -> list[Artefact]:
     "The artefacts named by `selectors`, in registry order, without duplicates."
@@ -383,9 +383,10 @@ def select(reg: list[Series],              # the registry
         if not aname:
             chosen += s.artefacts
             continue
-        hit = [a for a in s.artefacts if a.name == aname]
+        glob = any(c in aname for c in "*?[")
+        hit = [a for a in s.artefacts if (fnmatch.fnmatchcase(a.name, aname) if glob else a.name == aname)]
         if not hit:
-            raise RunnerError(f"series {s.folder} has no artefact {aname!r}; it has: "
+            raise RunnerError(f"series {s.folder} has no artefact {'matching ' if glob else ''}{aname!r}; it has: "
                               + ", ".join(a.name for a in s.artefacts))
         chosen += hit
     seen, out = set(), []
