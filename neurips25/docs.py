@@ -14,8 +14,8 @@ __all__ = ['DOCS_VERSION', 'PROFILE_ORDER', 'TOOLING', 'SKIP_TOP', 'GIT_URL', 'C
            'SeriesDoc', 'collect', 'notebook_key', 'execute_notebook', 'notebook_markdown', 'api_markdown', 'page_refs',
            'check_site', 'nav_title', 'best_run', 'stale_banner', 'results_markdown', 'claims_markdown', 'run_table',
            'run_summary', 'artefact_top', 'landing_status', 'readme_table', 'report_markdown', 'BuildState', 'plan',
-           'stage_execute', 'stage_pages', 'stage_api', 'stage_landing', 'site_config', 'stage_config', 'stage_check',
-           'build', 'serve', 'main']
+           'stage_execute', 'artefact_page', 'artefact_title', 'stage_pages', 'stage_api', 'stage_landing',
+           'site_config', 'stage_config', 'stage_check', 'build', 'serve', 'main']
 
 # %% ../nbs/04_docs.ipynb #bd24e789
 DOCS_VERSION = "2"          # bump when execution or rendering changes: every notebook is re-executed
@@ -671,9 +671,10 @@ def plan(root: Path | None = None, site: Path | None = None, work: Path | None =
         (st.work / d).mkdir(parents=True, exist_ok=True)
     st.lib_nbs = st.shared + [n for s in st.series for n in s.library]
     st.page_of = {n.path.resolve(): n.page for n in st.lib_nbs}
-    st.page_of.update({a.notebook.resolve(): f"{a.series}/{a.notebook.stem}.md"
-                       for s in st.series for a in s.artefacts})
+    arts = [a for s in st.series for a in s.artefacts]
+    st.page_of.update({a.notebook.resolve(): artefact_page(a, arts) for a in reversed(arts)})  # shared: the first's
     st.titles = {page: _title(p, Path(page).stem) for p, page in st.page_of.items()}
+    st.titles.update({artefact_page(a, arts): artefact_title(a, arts) for a in arts if _shared(a, arts)})
     for n in st.lib_nbs:
         if n.exports:
             st.api_mods.setdefault(n.exports.split(".")[0], []).append((n.exports, n.page))
@@ -729,6 +730,18 @@ def _api_link(st: BuildState, n: Notebook) -> str:
     return (f"!!! abstract \"API\"\n    This notebook defines [`neurips25.{_module_name(n.exports)}`]({rel}"
             f"#{_anchor(n.exports)}).\n")
 
+def _shared(a, arts) -> bool:
+    return sum(b.notebook.resolve() == a.notebook.resolve() for b in arts) > 1
+
+def artefact_page(a, arts) -> str:
+    "An artefact's page: its notebook's stem, or its name where one notebook is registered for several (a seed each)."
+    return f"{a.series}/{a.name if _shared(a, arts) else a.notebook.stem}.md"
+
+def artefact_title(a, arts) -> str:
+    "The notebook's title; with the artefact's name where one notebook is registered for several."
+    t = _title(a.notebook, a.name)
+    return f"{t} ({a.name})" if _shared(a, arts) else t
+
 def _not_run_note(s: SeriesDoc, a) -> str:
     params = {p: ", ".join(f"{k}={v}" for k, v in a.profiles[p].items()) for p in ("small", "medium", "full")}
     prof = "\n".join(f"| {p} | {_cell(v or 'notebook defaults')} |" for p, v in params.items())
@@ -737,7 +750,7 @@ def _not_run_note(s: SeriesDoc, a) -> str:
 
 def _artefact_page(st: BuildState, s: SeriesDoc, a, best: dict) -> str:
     "Write an artefact's page (figures, claims, run, then the notebook); its status cell on the series page."
-    page = f"{s.folder}/{a.notebook.stem}.md"
+    page = artefact_page(a, s.artefacts)
     run = best_run(a, best)
     if not run:
         _page(st, a.notebook, page, _not_run_note(s, a), a.notebook.parent)
@@ -761,13 +774,14 @@ def _series_page(st: BuildState, s: SeriesDoc, best: dict) -> None:
     if s.library:
         lines += ["## Library notebooks", ""]
         lines += [f"1. [{_title(n.path, n.path.stem)}]({Path(n.page).name})" for n in s.library] + [""]
-    rows = [f"| [{_cell(_title(a.notebook, a.name))}]({a.notebook.stem}.md) | {_cell(a.paper_ref)} | "
+    rows = [f"| [{_cell(artefact_title(a, s.artefacts))}]({Path(artefact_page(a, s.artefacts)).name}) | "
+            f"{_cell(a.paper_ref)} | "
             f"{_artefact_page(st, s, a, best)} |" for a in s.artefacts]
     if rows:
         lines += ["## Figures and tables", "", "| artefact | paper | shown run |", "|---|---|---|"] + rows + [""]
     st.writer.write(f"{s.folder}/index.md", "\n".join(lines))
     st.stats["pages"] += 1
-    pages = [n.page for n in s.library] + [f"{s.folder}/{a.notebook.stem}.md" for a in s.artefacts]
+    pages = [n.page for n in s.library] + [artefact_page(a, s.artefacts) for a in s.artefacts]
     st.nav.append({f"{s.paper.get('id', '')} {s.folder}".strip():
                    [f"{s.folder}/index.md"] + [{nav_title(st.titles[p]): p} for p in pages]})
 
@@ -830,7 +844,7 @@ def stage_landing(st: BuildState) -> None:
         w.write("shared/index.md", "# Shared library\n\nThe modules every series uses, and the tooling (runner, docs)."
                 f"\n\n{items}\n")
     rep = st.outputs / "REPORT.md"
-    art_page = {(a.series, a.name): f"{a.series}/{a.notebook.stem}.md" for s in st.series for a in s.artefacts}
+    art_page = {(a.series, a.name): artefact_page(a, s.artefacts) for s in st.series for a in s.artefacts}
     wide = "---\nhide:\n  - toc\n---\n\n"      # the report's tables get the width of the table of contents
     w.write("report.md", wide + (report_markdown(rep, st.outputs, art_page, w) if rep.is_file() else
             "# Reproduction report\n\n!!! warning \"Not yet run — `make reproduce`\"\n"

@@ -162,10 +162,24 @@ def test_runs_yaml_small_equals_notebook_defaults(notebook_defaults):
         assert set(a["small"]) == set(a["medium"]) == set(a["full"]), name
         defaults = notebook_defaults(SERIES / a["notebook"])
         for k, v in a["small"].items():
+            if k == "seed" and a["notebook"] == "14b_tab_smollm2_target_seed.ipynb":    # one notebook, a seed each:
+                assert name == f"tab_smollm2_target_seed{v}" == f"tab_smollm2_target_seed{a['medium'][k]}", name
+                continue                                                             # the seed names the artefact
             assert defaults[k] == v, f"{name}: {k} small={v!r} but the notebook says {defaults[k]!r}"
+    seeds = [n for n, a in spec["artefacts"].items() if a["notebook"] == "14b_tab_smollm2_target_seed.ipynb"]
+    assert seeds == [f"tab_smollm2_target_seed{k}" for k in range(spec["artefacts"]["tab_smollm2_targets"]["medium"]
+                                                                   ["n_seeds"])], seeds     # medium's seeds, each one
+    assert spec["artefacts"]["tab_smollm2_targets"]["after"] == seeds
+    assert spec["artefacts"]["tab_smollm2_headline"]["after"] == ["tab_smollm2_target_seed0"]
+    for n in seeds:                          # the same step as tab_smollm2_targets': its parameters, one seed
+        a, t = spec["artefacts"][n], spec["artefacts"]["tab_smollm2_targets"]
+        for p in ("small", "medium", "full"):
+            one = {k: v for k, v in a[p].items() if k != "seed"}
+            assert one == {k: v for k, v in t[p].items() if k != "n_seeds"}, (n, p)
 
 
-SMOLLM2 = ("p09_unlearning/tab_smollm2_targets", "p09_unlearning/tab_smollm2_headline")
+SMOLLM2 = ("p09_unlearning/tab_smollm2_target_seed0", "p09_unlearning/tab_smollm2_targets",
+           "p09_unlearning/tab_smollm2_headline")
 
 
 @pytest.mark.parametrize("flags", ["0", "1"])
@@ -181,11 +195,11 @@ def test_medium_smollm2_needs_native_cpu_bf16(flags, tmp_path):
     dry = subprocess.run(cmd + ["--dry-run"], capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=300)
     assert dry.returncode == 0, dry.stderr
     marked = [ln for ln in dry.stdout.splitlines() if "[needs native CPU bf16" in ln]
-    assert len(marked) == (2 if flags == "0" else 0), dry.stdout
+    assert len(marked) == (len(SMOLLM2) if flags == "0" else 0), dry.stdout
     if flags == "1":
         return
     r = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=300)
-    assert r.returncode != 0 and "2 run(s) cannot start here, so nothing was run" in r.stdout + r.stderr, r.stdout + r.stderr
+    assert r.returncode != 0 and f"{len(SMOLLM2)} run(s) cannot start here, so nothing was run" in r.stdout + r.stderr, r.stdout + r.stderr
     assert "--set autocast=" in r.stdout + r.stderr and not (tmp_path / "out" / "p09_unlearning").exists()
     # float32 in a slot of its own is allowed (planned only here: it would fine-tune SmolLM2)
     ok = subprocess.run(cmd + ["--set", "autocast=", "--dry-run"], capture_output=True, text=True, env=env,
