@@ -694,13 +694,15 @@ def data_hash(data: Mapping[str, torch.Tensor]) -> str:
         h.update(a.tobytes())
     return h.hexdigest()
 
+_LOCATION_KEYS = ("_name_or_path", "architectures", "transformers_version")   # where and by what a config was saved
+
 def lm_key(model, tokenizer=None) -> dict:
-    "A cache key describing a model (its config) and tokenizer (sha256 of its JSON)."
+    "A cache key describing a model (its config, not where it was loaded from) and tokenizer (sha256 of its JSON)."
     cfg = model.config.to_dict()
     cfg = {
         k: v
         for k, v in cfg.items()
-        if isinstance(v, (str, int, float, bool, type(None), list, dict)) and k != "transformers_version"
+        if isinstance(v, (str, int, float, bool, type(None), list, dict)) and k not in _LOCATION_KEYS
     }
     key = {"config": cfg}
     if tokenizer is not None:
