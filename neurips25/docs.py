@@ -672,9 +672,9 @@ def plan(root: Path | None = None, site: Path | None = None, work: Path | None =
     st.lib_nbs = st.shared + [n for s in st.series for n in s.library]
     st.page_of = {n.path.resolve(): n.page for n in st.lib_nbs}
     arts = [a for s in st.series for a in s.artefacts]
-    st.page_of.update({a.notebook.resolve(): artefact_page(a, arts) for a in reversed(arts)})  # shared: the first's
+    st.page_of.update({a.notebook.resolve(): artefact_page(a) for a in reversed(arts)})  # shared: the first's
     st.titles = {page: _title(p, Path(page).stem) for p, page in st.page_of.items()}
-    st.titles.update({artefact_page(a, arts): artefact_title(a, arts) for a in arts if _shared(a, arts)})
+    st.titles.update({artefact_page(a): artefact_title(a) for a in arts if a.shared_notebook})
     for n in st.lib_nbs:
         if n.exports:
             st.api_mods.setdefault(n.exports.split(".")[0], []).append((n.exports, n.page))
@@ -730,17 +730,14 @@ def _api_link(st: BuildState, n: Notebook) -> str:
     return (f"!!! abstract \"API\"\n    This notebook defines [`neurips25.{_module_name(n.exports)}`]({rel}"
             f"#{_anchor(n.exports)}).\n")
 
-def _shared(a, arts) -> bool:
-    return sum(b.notebook.resolve() == a.notebook.resolve() for b in arts) > 1
-
-def artefact_page(a, arts) -> str:
+def artefact_page(a) -> str:
     "An artefact's page: its notebook's stem, or its name where one notebook is registered for several (a seed each)."
-    return f"{a.series}/{a.name if _shared(a, arts) else a.notebook.stem}.md"
+    return f"{a.series}/{a.name if a.shared_notebook else a.notebook.stem}.md"
 
-def artefact_title(a, arts) -> str:
+def artefact_title(a) -> str:
     "The notebook's title; with the artefact's name where one notebook is registered for several."
     t = _title(a.notebook, a.name)
-    return f"{t} ({a.name})" if _shared(a, arts) else t
+    return f"{t} ({a.name})" if a.shared_notebook else t
 
 def _not_run_note(s: SeriesDoc, a) -> str:
     params = {p: ", ".join(f"{k}={v}" for k, v in a.profiles[p].items()) for p in ("small", "medium", "full")}
@@ -750,7 +747,7 @@ def _not_run_note(s: SeriesDoc, a) -> str:
 
 def _artefact_page(st: BuildState, s: SeriesDoc, a, best: dict) -> str:
     "Write an artefact's page (figures, claims, run, then the notebook); its status cell on the series page."
-    page = artefact_page(a, s.artefacts)
+    page = artefact_page(a)
     run = best_run(a, best)
     if not run:
         _page(st, a.notebook, page, _not_run_note(s, a), a.notebook.parent)
@@ -774,14 +771,14 @@ def _series_page(st: BuildState, s: SeriesDoc, best: dict) -> None:
     if s.library:
         lines += ["## Library notebooks", ""]
         lines += [f"1. [{_title(n.path, n.path.stem)}]({Path(n.page).name})" for n in s.library] + [""]
-    rows = [f"| [{_cell(artefact_title(a, s.artefacts))}]({Path(artefact_page(a, s.artefacts)).name}) | "
+    rows = [f"| [{_cell(artefact_title(a))}]({Path(artefact_page(a)).name}) | "
             f"{_cell(a.paper_ref)} | "
             f"{_artefact_page(st, s, a, best)} |" for a in s.artefacts]
     if rows:
         lines += ["## Figures and tables", "", "| artefact | paper | shown run |", "|---|---|---|"] + rows + [""]
     st.writer.write(f"{s.folder}/index.md", "\n".join(lines))
     st.stats["pages"] += 1
-    pages = [n.page for n in s.library] + [artefact_page(a, s.artefacts) for a in s.artefacts]
+    pages = [n.page for n in s.library] + [artefact_page(a) for a in s.artefacts]
     st.nav.append({f"{s.paper.get('id', '')} {s.folder}".strip():
                    [f"{s.folder}/index.md"] + [{nav_title(st.titles[p]): p} for p in pages]})
 
@@ -844,7 +841,7 @@ def stage_landing(st: BuildState) -> None:
         w.write("shared/index.md", "# Shared library\n\nThe modules every series uses, and the tooling (runner, docs)."
                 f"\n\n{items}\n")
     rep = st.outputs / "REPORT.md"
-    art_page = {(a.series, a.name): artefact_page(a, s.artefacts) for s in st.series for a in s.artefacts}
+    art_page = {(a.series, a.name): artefact_page(a) for s in st.series for a in s.artefacts}
     wide = "---\nhide:\n  - toc\n---\n\n"      # the report's tables get the width of the table of contents
     w.write("report.md", wide + (report_markdown(rep, st.outputs, art_page, w) if rep.is_file() else
             "# Reproduction report\n\n!!! warning \"Not yet run — `make reproduce`\"\n"

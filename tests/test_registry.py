@@ -12,8 +12,6 @@ from neurips25.runner import load_registry, notebook_parameters, coerce_paramete
 ERRORS: dict = {}
 REGISTRY = load_registry(core.REPO_ROOT, errors=ERRORS)     # a broken runs.yaml fails one test, not the collection
 ARTEFACTS = [a for s in REGISTRY for a in s.artefacts]
-SHARED: dict = {}                                           # notebook -> the artefacts registered on it, in order
-for _a in ARTEFACTS: SHARED.setdefault(_a.notebook, []).append(_a)
 
 
 def name_template(art) -> str | None:
@@ -25,7 +23,7 @@ def name_template(art) -> str | None:
 
 def naming_parameters(art) -> set:
     t = name_template(art)
-    return set(re.findall(r"{(\w+)}", t)) if t and len(SHARED[art.notebook]) > 1 else set()
+    return set(re.findall(r"{(\w+)}", t)) if t and art.shared_notebook else set()
 
 
 def test_registry_is_not_empty():
@@ -45,7 +43,7 @@ def test_notebook_exists_has_parameters_and_profiles_fit(art):
     coerce_parameters({**art.profiles["small"], **art.gpu_check}, declared, f"{art.id} [gpu_check]")  # gpu-check size
     # the small profile IS the notebook's defaults (nbdev_test runs the defaults); a notebook registered for several
     # artefacts: its first artefact's, the others differ only in the parameters that name them (e.g. seed)
-    first = SHARED[art.notebook][0] is art
+    first = art.notebook_artefacts[0] == art.name           # load_series: the artefacts on its notebook, in order
     for k, v in art.profiles["small"].items():
         assert declared[k]["default"] == v or (not first and k in naming_parameters(art)), \
             f"{art.id}: small {k}={v!r} but the notebook's default is {declared[k]['default']!r}"
@@ -55,9 +53,9 @@ def test_notebook_exists_has_parameters_and_profiles_fit(art):
 def test_figure_notebook_declares_its_artefact_and_exports_nothing(art):
     nb = nbformat.read(art.notebook, as_version=4)
     src = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
-    if len(SHARED[art.notebook]) > 1:                      # one notebook, several artefacts: named by parameters
+    if art.shared_notebook:                                # one notebook, several artefacts: named by parameters
         t = name_template(art)
-        assert t, f"{art.id}: a notebook registered {len(SHARED[art.notebook])} times must name its artefact " \
+        assert t, f"{art.id}: a notebook registered {len(art.notebook_artefacts)} times must name its artefact " \
                   f"from its parameters: start_run(\"{art.series}\", f\"...{{param}}...\")"
         for p in PROFILES:
             named = t.format(**art.profiles[p])

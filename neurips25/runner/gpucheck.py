@@ -213,9 +213,10 @@ def gpu_check(device: str = "cuda",            # cuda | cpu
         raise RunnerError("gpu-check: nothing to check (no artefact is marked gpu: true, or none was named)")
     same = {}                                       # one notebook registered for several artefacts (a seed each):
     if not targets:                                 # the same code, so the check runs its first artefact only
-        first = {}
-        for j in jobs: first.setdefault(j.art.notebook.resolve(), j.art.id)
-        same = {j.art.id: first[j.art.notebook.resolve()] for j in jobs if first[j.art.notebook.resolve()] != j.art.id}
+        ids = [j.art.id for j in jobs]
+        runs_as = {j.art.id: next(i for i in (f"{j.art.series}/{n}" for n in j.art.notebook_artefacts) if i in ids)
+                   for j in jobs if j.art.shared_notebook}
+        same = {a: b for a, b in runs_as.items() if a != b}
         jobs = [j for j in jobs if j.art.id not in same]
     # an artefact's gpu_check parameters (runs.yaml) shrink its small profile further for the check
     jobs = [plan([j.art.id], "small", j.art.gpu_check, device=dev, force=True, root=root, outputs=work)[0]

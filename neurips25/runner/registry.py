@@ -45,10 +45,16 @@ class Artefact:
     gpu_check: dict = field(default_factory=dict)  # parameters over `small` for `neurips25 gpu-check` (a tinier size)
     gpu_scale: dict = field(default_factory=dict)  # gpu-check's projection of full's time: two timed points (01h)
     after: tuple = ()           # artefacts of the series that, run in the same reproduction, finish before this starts
+    notebook_artefacts: tuple = ()  # names of the series' artefacts registered with this notebook, this one included
 
     @property
     def id(self) -> str:
         return f"{self.series}/{self.name}"
+
+    @property
+    def shared_notebook(self) -> bool:
+        "Whether its notebook is registered for other artefacts too (P09's per-seed step: one artefact a seed)."
+        return len(self.notebook_artefacts) > 1
 
 
 @dataclass
@@ -252,6 +258,8 @@ def load_series(path: Path) -> Series:
         raise RunnerError(f"{path}: no 'artefacts' mapping")
     s = Series(folder=folder, module=module, paper=paper)
     s.artefacts = [_load_artefact(path, folder, module, name, a) for name, a in arts.items()]
+    for a in s.artefacts:       # one notebook may be registered for several artefacts: each names them all, in order
+        a.notebook_artefacts = tuple(b.name for b in s.artefacts if b.notebook == a.notebook)
     _check_after(path, s.artefacts)
     return s
 
