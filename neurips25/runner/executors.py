@@ -21,10 +21,10 @@ from .claims import registry_stamps
 # %% auto #0
 __all__ = ['NEEDS_CUDA', 'NEEDS_DATA', 'NEEDS_BF16', 'NEEDS_HINTS', 'CPU_ISA', 'Job', 'fmt_duration', 'native_bf16_cpu',
            'cpu_info', 'wants_cpu_bf16', 'bf16_needs', 'data_needs', 'needs_hints', 'blocked_message', 'resolve_device',
-           'plan', 'schedule', 'expected_wall', 'plan_estimate', 'usable_cpus', 'kernel_threads', 'read_threads',
-           'write_threads', 'tqdm_text', 'Terminated', 'install_signal_handlers', 'base_manifest', 'failure_manifest',
-           'run_environment', 'execute', 'guarded_execute', 'start_threads', 'freed_threads', 'run_local', 'run_dask',
-           'run_jobs', 'summarize']
+           'plan', 'reused_seconds', 'schedule', 'expected_wall', 'plan_estimate', 'usable_cpus', 'kernel_threads',
+           'read_threads', 'write_threads', 'tqdm_text', 'Terminated', 'install_signal_handlers', 'base_manifest',
+           'failure_manifest', 'run_environment', 'execute', 'guarded_execute', 'start_threads', 'freed_threads',
+           'run_local', 'run_dask', 'run_jobs', 'summarize']
 
 # %% ../../nbs/01c_executors.ipynb #6b929c8e
 @dataclass
@@ -40,7 +40,10 @@ class Job:
     overrides: dict = field(default_factory=dict)   # the --set values (text), if any
     effective: dict = field(default_factory=dict)   # every declared parameter with the value it runs with
     needs: list = field(default_factory=list)       # why it cannot run here: "needs CUDA", "needs data: X (missing)"
-    expected_s: float | None = None                 # how long its last successful run at this slot took (None: never)
+    expected_s: float | None = None                 # how long it is expected to take with an empty cache: its last
+                                                    # successful run at this slot and the cached work that run reused
+                                                    # and no run it waits for makes (None: never ran)
+    last_s: float | None = None                     # how long that last successful run took (None: never)
     expected_cpu: dict | None = None                # the CPU that run recorded (cpu_info; None: not recorded)
 
     @property
@@ -51,7 +54,12 @@ class Job:
         "The job's line in the printed plan; what it still needs goes in one bracket at the end."
         sets = f" --set {json.dumps(self.overrides)} -> {self.slot}/" if self.overrides else ""
         needs = f"  [{'; '.join(self.needs)}]" if self.needs else ""
-        took = f"; last took {fmt_duration(self.expected_s)}" if self.action == "run" and self.expected_s else ""
+        took = ""
+        if self.action == "run" and self.expected_s:
+            last = self.expected_s if self.last_s is None else self.last_s
+            took = f"; last took {fmt_duration(last)}"
+            if self.expected_s > last + 1:
+                took += f", {fmt_duration(self.expected_s)} with an empty cache"
         return (f"  {'RUN ' if self.action == 'run' else 'skip'} {self.art.id} [{self.profile}, {self.device}] "
                 f"{json.dumps(self.params)}{sets}  ({self.reason}{took}){needs}")
 
@@ -193,8 +201,11 @@ def plan(selectors: list[str] | None = None,  # series/artefact names (empty: al
         m = read_manifest(run_dir(art, profile, outputs, overrides))
         last_ok = bool(m) and m.get("status") == "ok"
         dev_rec = m.get("device") if last_ok and isinstance(m.get("device"), dict) else {}
+        last_s = m.get("duration_s") if last_ok else None
+        reused = reused_seconds(m, _made_before(art, reg, profile, outputs, overrides)) if last_s is not None else 0.0
         job = Job(art, profile, params, run_dev, key, "run", overrides=overrides, effective=effective,
-                  expected_s=m.get("duration_s") if last_ok else None, expected_cpu=dev_rec.get("cpu") or None)
+                  expected_s=None if last_s is None else round(last_s + reused, 2), last_s=last_s,
+                  expected_cpu=dev_rec.get("cpu") or None)
         if not force and m and m.get("status") == "ok" and m.get("run_key") == key:
             job.action, job.reason = "skip", "unchanged since its last success"
         elif force:
@@ -209,6 +220,31 @@ def plan(selectors: list[str] | None = None,  # series/artefact names (empty: al
     if errors:
         raise RunnerError("\n".join(errors))
     return jobs
+
+
+def reused_seconds(m: dict | None,     # a run's manifest
+                   made: set,            # (cache folder, key) pairs that runs it waits for make or use
+                  ) -> float:
+    "Seconds of cached work a run reused (`cache` in its manifest: hits and their recorded compute time), less `made`."
+    recs = (m or {}).get("cache") or []
+    return float(sum(r.get("compute_s") or 0.0 for r in recs
+                     if r.get("hit") and (r.get("name"), r.get("key")) not in made))
+
+
+def _made_before(art: Artefact, reg: dict, profile: str, outputs, overrides) -> set:
+    "The cache entries the runs `art` waits for (its `after`, transitively) made or used at their last run."
+    by_name = {a.name: a for s in reg for a in s.artefacts if a.series == art.series}
+    todo, seen, made = list(getattr(art, "after", ()) or ()), set(), set()
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in by_name:
+            continue
+        seen.add(name)
+        dep = by_name[name]
+        todo += list(getattr(dep, "after", ()) or ())
+        m = read_manifest(run_dir(dep, profile, outputs, overrides)) or {}
+        made |= {(r.get("name"), r.get("key")) for r in m.get("cache") or []}
+    return made
 
 
 def schedule(todo: list[Job]) -> list[Job]:
@@ -322,7 +358,9 @@ _PROBE = ("__import__('json').dumps({'torch': __import__('sys').modules['torch']
           "'cuda': (lambda t: {'initialized': t.cuda.is_initialized(), "
           "'peak_mib': t.cuda.max_memory_allocated() / 2**20 if t.cuda.is_initialized() else 0.0})"
           "(__import__('sys').modules['torch']) "
-          "if 'torch' in __import__('sys').modules else None})")
+          "if 'torch' in __import__('sys').modules else None, "
+          # the cached work the run reused or made (`_LOG_CACHE`)
+          "'cache': getattr(__import__('sys').modules.get('neurips25.core'), '_neurips25_cache_log', None)})")
 _PROBED: dict = {}
 
 
@@ -389,6 +427,44 @@ _WATCH_THREADS = """def _neurips25_watch(path, every=2.0, set_threads=_neurips25
                 os.replace(path + ".kernel.tmp", path + ".kernel")
         return orig(self, n)
     tqdm.update, tqdm._neurips25_watched = update, True
+"""
+
+
+# Cached work a run reused: installed before the first code cell, a wrapper around `core.cached` (the cache every
+# series' expensive steps go through) logs each call: the cache folder, the entry's key, whether it was there (a hit)
+# and, for an entry it computes, the seconds that took, which it also writes beside the entry (`<key>.json`) so that
+# a later run reusing the entry knows what the reuse saved. The probe returns the log; the manifest keeps it as
+# `cache`, and the plan adds a hit's seconds to the run's expected time (`reused_seconds`): a fresh clone, whose cache
+# is empty, must compute what an earlier run here found ready. Runner code, so no result's run key depends on it.
+_LOG_CACHE = """def _neurips25_log_cache():
+    import json, os, time
+    import neurips25.core as core
+    if hasattr(core, "_neurips25_cache_log"):
+        return
+    log, orig = [], core.cached
+    def cached(name, params, compute, modules=None, enabled=None):
+        if not (core.cache_enabled() if enabled is None else enabled):
+            return orig(name, params, compute, modules, enabled)
+        key = core.cache_key(params, modules)
+        side = core.CACHE_PATH / name / (key + ".json")
+        hit, t0 = (core.CACHE_PATH / name / (key + ".pkl")).is_file(), time.perf_counter()
+        out = orig(name, params, compute, modules, enabled)
+        rec = {"name": name, "key": key[:16], "hit": hit, "compute_s": None}
+        if hit:
+            try:
+                rec["compute_s"] = json.loads(side.read_text()).get("compute_s")
+            except (OSError, ValueError, AttributeError):
+                pass
+        else:
+            rec["compute_s"] = round(time.perf_counter() - t0, 2)
+            try:
+                side.with_suffix(".tmp").write_text(json.dumps({"compute_s": rec["compute_s"]}))
+                os.replace(side.with_suffix(".tmp"), side)
+            except OSError:
+                pass
+        log.append(rec)
+        return out
+    core.cached, core._neurips25_cache_log = cached, log
 """
 
 
@@ -466,6 +542,7 @@ def _register_engine():
 
         def execute_cell(self, cell, cell_index, *args, **kwargs):
             if cell.cell_type == "code":
+                self._log_cache(cell)
                 self._watch(cell)
                 self._retune(cell, cell_index)
                 self._code_cell = cell_index
@@ -481,6 +558,20 @@ def _register_engine():
                 if bar:
                     _report_progress(f"{getattr(self, '_cell', 'cell ?')} · {bar}")
             return out
+
+        def _log_cache(self, cell):
+            "Before the first code cell: install `_LOG_CACHE` in the kernel (what the run reuses from the cache)."
+            if getattr(self, "_logging_cache", False):
+                return
+            self._logging_cache = True
+            saved, self.timeout = self.timeout, _PROBE_WAIT
+            try:
+                code = f"{_LOG_CACHE}_neurips25_log_cache()\ndel _neurips25_log_cache\n"
+                self.wait_for_reply(self.kc.execute(code, silent=True, store_history=False), cell)
+            except TimeoutError:                 # a kernel that cannot answer in time: its manifest has no cache log
+                pass
+            finally:
+                self.timeout = saved
 
         def _watch(self, cell):
             "Before the first code cell: install `_WATCH_THREADS` in the kernel (raises inside long cells)."
@@ -722,9 +813,11 @@ def execute(job: Job,                       # the planned run
             manifest["error"] = {**_failing_cell(executed), "ename": type(e).__name__, "evalue": str(e)[:2000],
                                  "traceback": traceback.format_exception_only(type(e), e)}
         try:
+            kernel = _PROBED.pop(str(executed), None)
+            cache = kernel.pop("cache", None) if isinstance(kernel, dict) else None
             manifest.update(finished=now(), duration_s=round(time.time() - t0, 2), threads={
-                "requested": threads, "cpus_usable": usable_cpus(), "kernel": _PROBED.pop(str(executed), None),
-                "raised": _RAISED.pop(str(executed), [])})
+                "requested": threads, "cpus_usable": usable_cpus(), "kernel": kernel,
+                "raised": _RAISED.pop(str(executed), [])}, cache=cache)
             files = file_records(tmp)
             if manifest["status"] == "ok" and not [f for f in files if f["path"] != executed.name]:
                 manifest["status"] = "failed"
