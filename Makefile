@@ -25,7 +25,7 @@ TORCH_REPORT = import torch\nbuild = f"CUDA {torch.version.cuda}" if torch.versi
 TORCH_REPORT += \nprint(f"setup: torch {torch.__version__}, {build} build")\nif torch.version.cuda and "$(TORCH_INDEX)":
 TORCH_REPORT += \n    print("setup: note: no CPU wheel from $(TORCH_CPU_INDEX); this CUDA build runs on CPUs too")
 # Data packages from Debian that some series read (see data/README.md).
-DEBIAN_DATA := dataset-fashion-mnist invesalius-examples bible-kjv bible-kjv-text fortunes fortunes-min jargon-text wordnet-base python3-doc
+DEBIAN_DATA := dataset-fashion-mnist invesalius-examples bible-kjv bible-kjv-text fortunes fortunes-min jargon-text wordnet-base python3-doc manpages manpages-dev
 
 .PHONY: setup data test reproduce report lab bench sync clean-outputs help docs serve-docs gpu-check
 help:

@@ -177,3 +177,46 @@ def test_embedding_errors(tiny_lm_and_docs):
     nan.load_state_dict(model.state_dict())
     with torch.no_grad(): nan.get_input_embeddings().weight.fill_(float("nan"))
     with pytest.raises(ValueError, match="produced NaN or inf"): E.embed_docs("lm_output", docs[:2], model=nan, tokenizer=tok)
+
+
+def test_source_check_refuses_other_files_and_records_them(monkeypatch):
+    "A source whose files hash differently from the committed reference's: strict stops before building, warn records."
+    _need("fortunes", "jargon")
+    ref = {**C.REFERENCE_SOURCES, "jargon": {"sha256": "0" * 64, "versions": "jargon-text 0.0-test"}}
+    monkeypatch.setattr(C, "REFERENCE_SOURCES", ref)
+    built = []
+    monkeypatch.setattr(C, "_build", lambda *a, **k: built.append(1))
+    with pytest.raises(C.SourceMismatchError, match=r"jargon: .* from jargon-text .*the reference 000000000000… from "
+                                                    r"jargon-text 0\.0-test"):
+        C.build_minipile(["fortunes", "jargon"], docs_per_source=8, doc_tokens=48, cache=False, show_progress=False,
+                         source_check="strict")
+    assert not built                                   # nothing was read or built
+    monkeypatch.undo()
+    monkeypatch.setattr(C, "REFERENCE_SOURCES", ref)
+    with pytest.warns(UserWarning, match="not comparable"):
+        mp = C.build_minipile(["fortunes", "jargon"], docs_per_source=8, doc_tokens=48, cache=False,
+                              show_progress=False, source_check="warn")
+    man = mp.manifest.set_index("source")
+    assert man.loc["jargon", "reference"] == "differs" and man.loc["jargon", "reference_versions"] == "jargon-text 0.0-test"
+    assert man.loc["fortunes", "content_sha256"] == C.source_content_sha256("fortunes")
+    with pytest.raises(ValueError, match="source_check must be one of"):
+        C.build_minipile(["jargon"], cache=False, source_check="off")
+
+
+def test_sources_read_only_their_own_packages(tmp_path, monkeypatch):
+    "man, fortunes and licences list only the files dpkg says their packages installed (not a folder's other files)."
+    _need("man", "fortunes", "licences")
+    owners = {}
+    for src in ("man", "fortunes"):
+        units = C.get_source(src).units()
+        out = __import__("subprocess").run(["dpkg-query", "-S", *map(str, units)], capture_output=True, text=True).stdout
+        owners[src] = {line.split(":")[0] for line in out.splitlines()}
+        assert len(out.splitlines()) == len(units)
+    assert owners["man"] <= set(C.MAN_PACKAGES) and owners["fortunes"] <= set(C.FORTUNE_PACKAGES)
+    lic = C.get_source("licences").units()
+    want = {(C.LICENCE_DIRS[1] / pkg / "copyright").resolve() for pkg in C.LICENCE_PACKAGES}   # doc folders may link
+    assert {p.resolve() for p in lic if p.name == "copyright"} == want
+    # a package that is not installed is named, with the command that installs it
+    monkeypatch.setattr(C, "MAN_PACKAGES", ("manpages", "no-such-package-xyz"))
+    with pytest.raises(C.SourceNotInstalledError, match="no-such-package-xyz"):
+        C.get_source("man").units()

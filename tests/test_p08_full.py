@@ -150,7 +150,10 @@ def pool_1e4():
             pytest.skip(f"mini-Pile source {s!r} not installed ({e}); run `make data`")
     from scipy.spatial.distance import pdist
     from neurips25.curation.embeddings import embed_docs
-    texts = C.build_minipile(docs_per_source=1250, doc_tokens=64, seed=0, show_progress=False).texts()[:10_000]
+    from neurips25.curation.benchmark import pool_caps
+    caps = pool_caps(10_000, 64, 0)                  # 1,250 a source; the licence texts hold fewer (all of theirs)
+    texts = C.build_minipile(docs_per_source=caps, doc_tokens=64, seed=0, show_progress=False).texts()[:10_000]
+    assert len(texts) == 10_000
     Z = preprocess(embed_docs("hashed_ngrams", texts))
     sub = Z[np.random.default_rng(0).choice(len(Z), 1000, replace=False)]
     return Z, float(np.quantile(pdist(sub, "sqeuclidean"), min(1.0, 4 * 5 / len(Z))))

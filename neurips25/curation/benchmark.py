@@ -10,9 +10,31 @@ from ..core import in_notebook
 from .criteria import bench_neighbours, preprocess
 
 # %% auto #0
-__all__ = ['neighbour_pool', 'headline', 'main']
+__all__ = ['pool_caps', 'neighbour_pool', 'headline', 'main']
 
 # %% ../../nbs/p08_curation/08_benchmark.ipynb #509be4a2
+def pool_caps(n_docs: int,                  # documents wanted in all
+              doc_tokens: int = 64, seed: int = 0,
+             ) -> dict:
+    "Documents per mini-Pile source for an `n_docs` pool: an even split, a source holding fewer giving all it has."
+    from neurips25.curation.corpus import SOURCES, build_minipile
+    caps, todo, left = {}, list(SOURCES), int(n_docs)
+    while todo:
+        per, short = -(-left // len(todo)), {}
+        for n in todo:
+            try:
+                build_minipile([n], docs_per_source=per, doc_tokens=doc_tokens, seed=seed, show_progress=False)
+            except ValueError:                  # it yields fewer distinct documents than `per`: take them all
+                short[n] = len(build_minipile([n], docs_per_source=None, doc_tokens=doc_tokens, seed=seed,
+                                              show_progress=False))
+        if not short:
+            return {**caps, **{n: per for n in todo}}
+        caps.update(short)
+        left -= sum(short.values())
+        todo = [n for n in todo if n not in short]
+    raise ValueError(f"the mini-Pile holds only {sum(caps.values())} documents of {doc_tokens} tokens, "
+                     f"fewer than n_docs={n_docs}")
+
 def neighbour_pool(n_docs: int = 10_000,              # documents, spread over the mini-Pile's sources
                    embedder: str = "hashed_ngrams",   # a registered embedder that needs no model
                    doc_tokens: int = 64,              # tokens per document
@@ -26,8 +48,8 @@ def neighbour_pool(n_docs: int = 10_000,              # documents, spread over t
     if isinstance(n_docs, bool) or not isinstance(n_docs, (int, np.integer)) or n_docs < 100:
         raise ValueError(f"n_docs must be an int >= 100, got {n_docs!r}")
     if not 0 < budget_fraction < 1: raise ValueError(f"budget_fraction must lie in (0, 1), got {budget_fraction}")
-    per = -(-n_docs // len(SOURCES))
-    texts = build_minipile(docs_per_source=per, doc_tokens=doc_tokens, seed=seed, show_progress=False).texts()[:n_docs]
+    caps = pool_caps(n_docs, doc_tokens, seed)
+    texts = build_minipile(docs_per_source=caps, doc_tokens=doc_tokens, seed=seed, show_progress=False).texts()[:n_docs]
     Z = preprocess(embed_docs(embedder, texts))
     sub = Z[np.random.default_rng(seed).choice(len(Z), min(len(Z), 1000), replace=False)]
     # the adaptive horizon's start: the pair-distance quantile at which about 4 N / B neighbours fall within eps

@@ -2,7 +2,7 @@
 
 # %% ../../nbs/p08_curation/00_corpus.ipynb #3b4424ff
 from __future__ import annotations
-import gzip, hashlib, json, os, re, shutil, subprocess, sys, sysconfig, time
+import contextlib, gzip, hashlib, json, os, platform, re, shutil, subprocess, sys, sysconfig, time, warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Mapping, Sequence
@@ -14,10 +14,12 @@ import neurips25.core as core
 from ..core import DataFileError, progress
 
 # %% auto #0
-__all__ = ['TOKENIZERS', 'MAN_DIR', 'WORDNET_DIR', 'BIBLE_DATA', 'FORTUNES_DIR', 'JARGON_FILE', 'LICENCE_DIRS', 'SOURCES',
-           'SPLITS', 'count_tokens', 'chunk_text', 'normalise', 'dedup', 'SourceNotInstalledError', 'Source',
+__all__ = ['TOKENIZERS', 'MAN_DIR', 'MAN_PACKAGES', 'WORDNET_DIR', 'BIBLE_DATA', 'FORTUNES_DIR', 'FORTUNE_PACKAGES',
+           'JARGON_FILE', 'LICENCE_DIRS', 'LICENCE_PACKAGES', 'SOURCES', 'SPLITS', 'REFERENCE_SOURCES', 'SOURCE_CHECKS',
+           'count_tokens', 'chunk_text', 'normalise', 'dedup', 'SourceNotInstalledError', 'Source', 'package_versions',
            'strip_groff', 'get_source', 'available_sources', 'read_source', 'corpus_sha256', 'pack_documents',
-           'build_corpus', 'MiniPile', 'source_fingerprint', 'build_minipile']
+           'build_corpus', 'MiniPile', 'source_versions', 'source_content_sha256', 'source_fingerprint',
+           'SourceMismatchError', 'check_sources', 'build_minipile']
 
 # %% ../../nbs/p08_curation/00_corpus.ipynb #e2fdf0f2
 TOKENIZERS = ("whitespace", "chars")
@@ -124,6 +126,33 @@ def _missing(src: str, what: str, packages: Sequence[str]) -> SourceNotInstalled
     return SourceNotInstalledError(f"corpus source {src!r} needs {what}, which is not installed: install the Debian "
                                    f"package(s) {debs} with `make data` (as root: apt-get install {debs})")
 
+def _dpkg_files(packages: Sequence[str],   # Debian packages
+                src: str, what: str,         # the corpus source and what it needs (for the error)
+               ) -> list[Path]:
+    "Every path the Debian `packages` installed (dpkg's file lists), so a source never reads another package's files."
+    if shutil.which("dpkg-query") is None:
+        raise SourceNotInstalledError(f"corpus source {src!r} reads {what} from the files of the Debian package(s) "
+                                      f"{' '.join(packages)}, and this machine has no dpkg-query to list them: the "
+                                      f"mini-Pile is built on Debian or Ubuntu (see data/README.md)")
+    out = []
+    for pkg in packages:
+        r = subprocess.run(["dpkg-query", "-L", pkg], capture_output=True, text=True)
+        paths = [Path(x) for x in r.stdout.splitlines() if x.startswith("/")]
+        if r.returncode != 0 or not paths: raise _missing(src, what, packages)
+        out += paths
+    return out
+
+def package_versions(packages: Sequence[str]) -> dict:
+    "Installed version of each Debian package (None where not installed)."
+    if shutil.which("dpkg-query") is None: return {p: None for p in packages}
+    r = subprocess.run(["dpkg-query", "-W", "-f=${Package} ${db:Status-Abbrev} ${Version}\\n", *packages],
+                       capture_output=True, text=True)
+    found = {}
+    for line in r.stdout.splitlines():
+        f = line.split()
+        if len(f) == 3 and f[1].startswith("i"): found[f[0].split(":")[0]] = f[2]
+    return {p: found.get(p) for p in packages}
+
 def _read_text(path: Path) -> str:
     raw = path.read_bytes()
     if path.suffix == ".gz": raw = gzip.decompress(raw)
@@ -224,9 +253,13 @@ def strip_groff(src: str) -> str:
         if line.strip(): out.append(line.rstrip())
     return "\n".join(out)
 
+MAN_PACKAGES = ("manpages", "manpages-dev")      # the Linux man-pages project: not whatever else a machine installed
+
 def _man_units() -> list:
-    files = sorted(p for p in MAN_DIR.glob("man[1-9]*/*") if p.is_file() and not p.is_symlink())
-    if not files: raise _missing("man", f"man pages under {MAN_DIR}", ["man-db", "manpages"])
+    files = {p for p in _dpkg_files(MAN_PACKAGES, "man", f"the man pages under {MAN_DIR}")
+             if p.parent.parent == MAN_DIR and re.fullmatch(r"man[1-9]\w*", p.parent.name)}
+    files = sorted(p for p in files if p.is_file() and not p.is_symlink())
+    if not files: raise _missing("man", f"the man pages of {' '.join(MAN_PACKAGES)} under {MAN_DIR}", MAN_PACKAGES)
     return files
 
 def _man_read(p: Path) -> list:
@@ -280,10 +313,13 @@ def _bible_read(p: Path) -> list:
 # %% ../../nbs/p08_curation/00_corpus.ipynb #92511536
 FORTUNES_DIR = Path("/usr/share/games/fortunes")
 
+FORTUNE_PACKAGES = ("fortunes-min", "fortunes")
+
 def _fortunes_units() -> list:
-    files = sorted(p for p in FORTUNES_DIR.glob("*") if p.is_file() and not p.suffix and not p.is_symlink()) \
-        if FORTUNES_DIR.is_dir() else []
-    if not files: raise _missing("fortunes", f"the fortune cookie files ({FORTUNES_DIR})", ["fortunes-min", "fortunes"])
+    what = f"the fortune cookie files ({FORTUNES_DIR})"
+    files = sorted({p for p in _dpkg_files(FORTUNE_PACKAGES, "fortunes", what)
+                    if p.parent == FORTUNES_DIR and not p.suffix and p.is_file() and not p.is_symlink()})
+    if not files: raise _missing("fortunes", what, FORTUNE_PACKAGES)
     return files
 
 def _fortunes_read(p: Path) -> list:
@@ -299,15 +335,24 @@ def _paragraphs(p: Path) -> list:
     return [t.strip("\n") for t in re.split(r"\n\s*\n", _read_text(p)) if t.strip()]
 
 LICENCE_DIRS = (Path("/usr/share/common-licenses"), Path("/usr/share/doc"))
+# base-files ships the common licences; the copyright files are those of the packages the mini-Pile reads (not of
+# every package a machine happens to have installed)
+LICENCE_PACKAGES = ("base-files", "manpages", "manpages-dev", "wordnet-base", "bible-kjv", "bible-kjv-text",
+                    "fortunes-min", "fortunes", "jargon-text", "python3-doc")
 
 def _licence_units() -> list:
-    common = (
-        sorted(p for p in LICENCE_DIRS[0].glob("*") if p.is_file() and not p.is_symlink())
-        if LICENCE_DIRS[0].is_dir()
-        else []
-    )
+    common = sorted({p for p in _dpkg_files(["base-files"], "licences", f"the common licence texts ({LICENCE_DIRS[0]})")
+                     if p.parent == LICENCE_DIRS[0] and p.is_file() and not p.is_symlink()})
     if not common: raise _missing("licences", f"the common licence texts ({LICENCE_DIRS[0]})", ["base-files"])
-    return common + sorted(p for p in LICENCE_DIRS[1].glob("*/copyright") if p.is_file())
+    copyright = [LICENCE_DIRS[1] / pkg / "copyright" for pkg in LICENCE_PACKAGES]
+    absent = [str(p) for p in copyright if not p.is_file()]
+    if absent: raise _missing("licences", f"the copyright files {absent}", LICENCE_PACKAGES)
+    seen, out = set(), []
+    for p in common + copyright:                       # a doc folder may be a link to another package's
+        if p.resolve() not in seen:
+            seen.add(p.resolve())
+            out.append(p)
+    return out
 
 def _whole(p: Path) -> list:
     return [_read_text(p)]
@@ -317,16 +362,16 @@ SOURCES: dict[str, Source] = {s.name: s for s in [
     Source("python_code", "Python source code", ("python3.X standard library",), "PSF-2.0", _python_code_units, _whole),
     Source("python_docs", "technical prose (reStructuredText)", ("python3-doc",), "PSF-2.0 (documentation)",
            _python_docs_units, _whole),
-    Source("man", "Unix manual pages", ("man-db", "manpages"), "each page's package licence (GPL, BSD, MIT, ...)",
+    Source("man", "Unix manual pages", MAN_PACKAGES, "the Linux man-pages project's licences (GPL, BSD, MIT, ...)",
            _man_units, _man_read),
     Source("wordnet", "dictionary glosses", ("wordnet-base",), "WordNet 3.0 licence (Princeton, BSD-like)",
            _wordnet_units, _wordnet_read),
     Source("bible", "King James Bible", ("bible-kjv", "bible-kjv-text"), "public domain (text); GPL-2 (program)",
            _bible_units, _bible_read),
-    Source("fortunes", "quotations and jokes", ("fortunes-min", "fortunes"), "BSD-3 / public domain (fortune-mod data)",
+    Source("fortunes", "quotations and jokes", FORTUNE_PACKAGES, "BSD-3 / public domain (fortune-mod data)",
            _fortunes_units, _fortunes_read),
     Source("jargon", "hacker lexicon", ("jargon-text",), "public domain (the Jargon File)", _jargon_units, _paragraphs),
-    Source("licences", "licence and copyright texts", ("base-files",), "verbatim copying permitted (each licence)",
+    Source("licences", "licence and copyright texts", LICENCE_PACKAGES, "verbatim copying permitted (each licence)",
            _licence_units, _whole),
 ]}
 
@@ -523,19 +568,86 @@ class MiniPile:
         )
 
 # %% ../../nbs/p08_curation/00_corpus.ipynb #97b830c6
+def source_versions(name: str) -> str:
+    "What decides a source's files: its Debian packages' versions (the Python release for `python_code`)."
+    if name == "python_code": return f"CPython {platform.python_version()}"
+    pkgs = list(get_source(name).packages)
+    if name == "python_docs":
+        with contextlib.suppress(SourceNotInstalledError): pkgs.append(f"{_python_docs_dir().parts[-3]}-doc")
+    v = package_versions(pkgs)
+    return ", ".join(f"{p} {v[p] or 'not installed'}" for p in pkgs)
+
+def source_content_sha256(name: str,                 # a source name
+                          units: Sequence | None = None,  # its files, if already listed
+                         ) -> str:
+    "sha256 of a source's files: each file's name (relative to their common folder) and the sha256 of its bytes."
+    units = [Path(p) for p in (get_source(name).units() if units is None else units)]
+    root = Path(os.path.commonpath([str(p) for p in units])) if len(units) > 1 else units[0].parent
+    h = hashlib.sha256()
+    for p in units:
+        h.update(str(p.relative_to(root)).encode() + b"\0" + hashlib.sha256(p.read_bytes()).digest())
+    return h.hexdigest()
+
 def source_fingerprint(names: Sequence[str],              # source names
                        units: Mapping[str, Sequence] | None = None,  # their files, if already listed
                       ) -> dict:
-    "Per source: sha256 of the (path, size, mtime) of its files, plus the Python version for `python_code`."
-    out = {}
-    for n in names:
-        h = hashlib.sha256()
-        for p in (get_source(n).units() if units is None else units[n]):
-            st = p.stat()
-            h.update(f"{p}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
-        if n == "python_code": h.update(sys.version.encode())
-        out[n] = h.hexdigest()
-    return out
+    "Per source: the sha256 of its files' contents (`source_content_sha256`): the same on every machine that has them."
+    return {n: source_content_sha256(n, None if units is None else units[n]) for n in names}
+
+# The files the committed P08 reference results (outputs/p08_curation, medium) were built from: Debian 12 packages
+# and CPython 3.11.7. `build_minipile(source_check="strict")` refuses a source whose files hash differently.
+REFERENCE_SOURCES = {
+    "python_code": {"sha256": "7b1317fbe41342ed634d211248efceeaa5cb3d4c26df7d10f6ece67d281fccaf",
+        "versions": "CPython 3.11.7"},
+    "python_docs": {"sha256": "2ecf3e96defb34c68dba4ca7a0a6c1bad3876e3c187c325266efb1f6042c66e5",
+        "versions": "python3-doc 3.11.2-1, python3.11-doc 3.11.2-6+deb12u8"},
+    "man": {"sha256": "4dc9674c1fabe8bb7db903442c76532679f7c3ce7bd799851570d2f8f2cd6c45",
+        "versions": "manpages 6.03-2, manpages-dev 6.03-2"},
+    "wordnet": {"sha256": "27921a7452e70a764e8f266adc2e0e904ebc1cc37831566eeb88aa37fb706254",
+        "versions": "wordnet-base 1:3.0-37"},
+    "bible": {"sha256": "90cf81223cd4833d1490d921de3616875c2b9b66e71e39913610db44aac66071",
+        "versions": "bible-kjv 4.38, bible-kjv-text 4.38"},
+    "fortunes": {"sha256": "217e6d2614dee92817df26ad53aa71a27b8748392bfbae72448c21248cd8d8de",
+        "versions": "fortunes-min 1:1.99.1-7.3, fortunes 1:1.99.1-7.3"},
+    "jargon": {"sha256": "e942e4d9b2712a9213140cd16cf52ef7710daf08da206b320836990f2a71d71b",
+        "versions": "jargon-text 4.4.7-4.1"},
+    "licences": {"sha256": "711d90f516a529868244973b640b1ed5b8fb268c6787329441080482af39b430",
+        "versions": "base-files 12.4+deb12u11, manpages 6.03-2, manpages-dev 6.03-2, "
+                    "wordnet-base 1:3.0-37, bible-kjv 4.38, bible-kjv-text 4.38, "
+                    "fortunes-min 1:1.99.1-7.3, fortunes 1:1.99.1-7.3, "
+                    "jargon-text 4.4.7-4.1, python3-doc 3.11.2-1"},
+}
+SOURCE_CHECKS = ("strict", "warn")
+
+class SourceMismatchError(DataFileError):
+    "A corpus source's files differ from those the committed P08 reference results were built from."
+
+def check_sources(fingerprint: Mapping[str, str],   # source -> content sha256 (source_fingerprint)
+                  mode: str = "warn",                # strict: raise on a difference; warn: warn and go on
+                 ) -> pd.DataFrame:
+    "One row per source: its content sha256 beside the reference's, and whether they match."
+    if mode not in SOURCE_CHECKS: raise ValueError(f"source_check must be one of {SOURCE_CHECKS}, got {mode!r}")
+    rows = []
+    for n, sha in fingerprint.items():
+        ref = REFERENCE_SOURCES.get(n, {})
+        rows.append({"source": n, "content_sha256": sha, "versions": source_versions(n),
+                     "reference_sha256": ref.get("sha256"), "reference_versions": ref.get("versions"),
+                     "reference": "match" if sha == ref.get("sha256") else "differs" if ref else "unregistered"})
+    tab = pd.DataFrame(rows)
+    bad = tab[tab.reference != "match"]
+    if len(bad):
+        what = "; ".join(f"{r.source}: {r.content_sha256[:12]}… from {r.versions}, the reference "
+                         + (f"{r.reference_sha256[:12]}… from {r.reference_versions}" if r.reference_sha256
+                            else "has none") for r in bad.itertuples())
+        msg = (f"{len(bad)} mini-Pile source(s) differ from the files the committed P08 reference results were "
+               f"built from ({what}); a corpus built from them holds other documents, so its results are not "
+               f"comparable with outputs/p08_curation")
+        if mode == "strict":
+            raise SourceMismatchError(msg + ". To build from this machine's files anyway, pass source_check='warn' "
+                                      "(a notebook: neurips25 reproduce p08 --set source_check=warn); the manifest "
+                                      "then records the difference")
+        warnings.warn(msg + " (the manifest's `reference` column records it)", stacklevel=3)
+    return tab
 
 def _build(names, caps, doc_tokens, split_fractions, tokenizer, seed, show, units) -> MiniPile:
     t0 = time.perf_counter()
@@ -575,6 +687,8 @@ def build_minipile(sources: Sequence[str] | None = None,   # source names (None:
                    seed: int = 0,                          # every shuffle
                    cache: bool | None = None,             # reuse/store under data/cache (default: core.cache_enabled())
                    show_progress: bool = True,             # tqdm bar over the sources
+                   source_check: str = "warn",             # strict: refuse sources whose files differ from the
+                                                           # reference's (REFERENCE_SOURCES); warn: build, warn
                   ) -> MiniPile:
     "Build (or load from the cache) the multi-source mini-Pile."
     names = list(SOURCES) if sources is None else [sources] if isinstance(sources, str) else list(sources)
@@ -585,12 +699,18 @@ def build_minipile(sources: Sequence[str] | None = None,   # source names (None:
     fr = _check_fractions(split_fractions)
     doc_tokens = _check_positive_int(doc_tokens, "doc_tokens")
     _check_tokenizer(tokenizer)
+    if source_check not in SOURCE_CHECKS:
+        raise ValueError(f"source_check must be one of {SOURCE_CHECKS}, got {source_check!r}")
     units = {n: get_source(n).units() for n in names}                     # raises if a package is not installed
+    fingerprint = source_fingerprint(names, units)
+    checked = check_sources(fingerprint, source_check)                     # raises (strict) before any build
     params = dict(sources=names, docs_per_source=caps, doc_tokens=doc_tokens, split_fractions=list(fr),
-                  tokenizer=tokenizer, seed=int(seed), fingerprint=source_fingerprint(names, units))
+                  tokenizer=tokenizer, seed=int(seed), fingerprint=fingerprint)
     mp = core.cached("p08_minipile", params,
                      lambda: _build(names, caps, doc_tokens, fr, tokenizer, int(seed), show_progress, units),
                      modules=["neurips25.curation.corpus"], enabled=cache)
+    mp.manifest = mp.manifest.drop(columns=[c for c in checked.columns if c != "source"], errors="ignore")
+    mp.manifest = mp.manifest.merge(checked, on="source")
     if (core.cache_enabled() if cache is None else cache):
         d = core.CACHE_PATH / "p08_minipile"
         d.mkdir(parents=True, exist_ok=True)

@@ -174,6 +174,8 @@ def load_corpus(corpus: str = "minipile",      # minipile (the offline mini-Pile
                 docs_per_source: int = 200, doc_tokens: int = 128, seed: int = 0,
                 pile_sets: str = "", pile_files: str = "", pile_max_docs: int = 0,   # pile only
                 show_progress: bool = False,
+                source_check: str = "warn",   # minipile only: strict refuses sources whose files differ from the
+                                              # committed reference's (corpus.REFERENCE_SOURCES)
                ) -> MiniPile:
     "The corpus of a P08 run: the mini-Pile (small, medium) or the Pile (full)."
     if corpus == "minipile":
@@ -181,7 +183,7 @@ def load_corpus(corpus: str = "minipile",      # minipile (the offline mini-Pile
             raise ValueError("pile_sets, pile_files and pile_max_docs apply to corpus='pile' only")
         from neurips25.curation.corpus import build_minipile
         return build_minipile(docs_per_source=docs_per_source, doc_tokens=doc_tokens, seed=seed,
-                              show_progress=show_progress)
+                              show_progress=show_progress, source_check=source_check)
     if corpus == "pile":
         return pile_corpus(docs_per_source, doc_tokens, sets=pile_sets, files=pile_files, max_docs=pile_max_docs,
                            seed=seed)
