@@ -259,7 +259,8 @@ def test_dry_run_shows_expected_times_from_the_last_manifests(ran_small):
     took = {n: manifest(out_dir(ran_small, n, "small"))["duration_s"] for n in ("fig_a", "tab_b")}
     rc, out, _ = cli(ran_small, "reproduce", "p98", "--profile", "small", "--dry-run", "--jobs", "2")
     assert rc == 0 and out.count("; last took ") == 2, out
-    m = re.search(r"expected: 2 run\(s\), (\d+) s of runs \(their last successful times\), about (\d+) s wall "
+    m = re.search(r"expected: 2 run\(s\), (\d+) s of runs \(their last successful times and the cached steps "
+                  r"they reused\), about (\d+) s wall "
                   r"with --jobs 2$", out, re.M)
     assert m, out
     assert int(m[1]) == round(sum(took.values())) and int(m[2]) == round(max(took.values()))

@@ -299,8 +299,8 @@ def plan_estimate(jobs: list[Job], jobs_n: int) -> str:
     e = expected_wall(todo, jobs_n)
     if e["untimed"] == e["runs"]:
         return f"expected: {e['runs']} run(s), none ran before at this profile, so no time is known"
-    line = (f"expected: {e['runs']} run(s), {fmt_duration(e['serial_s'])} of runs (their last successful times), "
-            f"about {fmt_duration(e['wall_s'])} wall with --jobs {jobs_n}")
+    line = (f"expected: {e['runs']} run(s), {fmt_duration(e['serial_s'])} of runs (their last successful times and "
+            f"the cached steps they reused), about {fmt_duration(e['wall_s'])} wall with --jobs {jobs_n}")
     line += f"; {e['untimed']} run(s) never ran at this profile (not counted)" if e["untimed"] else ""
     return line + _cpu_caveat([j for j in todo if j.expected_s])
 

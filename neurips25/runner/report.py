@@ -8,7 +8,7 @@ from pathlib import Path
 from .. import core
 from .registry import PROFILES, load_registry, run_dir, read_manifest
 from .store import failed_dir, now
-from .executors import fmt_duration
+from .executors import fmt_duration, reused_seconds
 
 # %% auto #0
 __all__ = ['cell', 'read_claims', 'collect', 'best_records', 'claim_counts', 'checks_text', 'gpu_check_section', 'render_report',
@@ -226,6 +226,11 @@ def gpu_check_section(outputs: Path) -> list[str]:
     return L
 
 
+def _took(m: dict) -> str:
+    "A run's time, and the compute time of the cached steps it reused (its manifest's `cache` log), if any."
+    reused = reused_seconds(m, set())
+    return f"{m.get('duration_s', 0):.0f} s" + (f" (+ {fmt_duration(reused)} reused from the cache)" if reused else "")
+
 def render_report(root: Path | None = None, outputs: Path | None = None) -> str:
     "The Markdown of REPORT.md (a function of the results on disk and the registries' git history only)."
     outputs = Path(outputs or core.OUTPUTS_PATH).resolve()
@@ -283,7 +288,7 @@ def render_report(root: Path | None = None, outputs: Path | None = None) -> str:
             ran.add(a.name)
             counted = "✓" if best.get(a.id) is r else ""
             L.append(f"| {cell(a.name)} | {cell(a.paper_ref)} | {r['profile']} | {counted} | {cell(_status(r))} | "
-                     f"{m.get('duration_s', 0):.0f} s | {_files(r, outputs)} |")
+                     f"{_took(m)} | {_files(r, outputs)} |")
         for a in s.artefacts:
             if a.name not in ran:
                 L.append(f"| {cell(a.name)} | {cell(a.paper_ref)} | — | | not run | — | — |")
@@ -305,7 +310,7 @@ def render_report(root: Path | None = None, outputs: Path | None = None) -> str:
                 m = r["failed"] or r["good"]
                 ov = ", ".join(f"{k}={v}" for k, v in r["overrides"].items())
                 L.append(f"| {cell(r['art'].name)} | {cell(r['slot'])} | {cell(ov)} | {cell(_status(r))} | "
-                         f"{m.get('duration_s', 0):.0f} s | {cell(_counts_text(claim_counts([r])['preregistered']))} |")
+                         f"{_took(m)} | {cell(_counts_text(claim_counts([r])['preregistered']))} |")
         L.append("")
     return "\n".join(L)
 
