@@ -98,23 +98,172 @@ def _minimise(x0, x1, inner, metric, steps, method, lr, rule):
     "One optimiser run over the interior points of a batch of paths; returns the new interior points."
     inner = inner.detach().clone().requires_grad_(True)
     full = lambda: torch.cat([x0[:, None], inner, x1[:, None]], 1)
+    def grad():                                  # the gradient w.r.t. the path only: none for the metric's parameters
+        loss = path_energy(full(), metric, rule).sum()
+        inner.grad = torch.autograd.grad(loss, inner)[0].contiguous()   # laid out as backward() would leave it
+        return loss
     if method == "lbfgs":
         opt = torch.optim.LBFGS([inner], lr=1.0, max_iter=steps, history_size=50, line_search_fn="strong_wolfe",
                                 tolerance_grad=1e-12, tolerance_change=1e-15)
-        def closure():
-            opt.zero_grad()
-            loss = path_energy(full(), metric, rule).sum()
-            loss.backward()
-            return loss
-        opt.step(closure)
+        opt.step(grad)
     else:
         opt = torch.optim.Adam([inner], lr=lr)
         for _ in progress(range(steps), desc="geodesic (adam)"):
-            opt.zero_grad()
-            loss = path_energy(full(), metric, rule).sum()
-            loss.backward()
+            grad()
             opt.step()
     return inner.detach()
+
+def _cubic_min(x1, f1, g1, x2, f2, g2, bounds=None):
+    "torch.optim.lbfgs._cubic_interpolate, line for line (the same floating-point operations)."
+    xmin_bound, xmax_bound = bounds if bounds is not None else ((x1, x2) if x1 <= x2 else (x2, x1))
+    d1 = g1 + g2 - 3 * (f1 - f2) / (x1 - x2)
+    d2_square = d1**2 - g1 * g2
+    if d2_square >= 0:
+        d2 = d2_square.sqrt()
+        if x1 <= x2: min_pos = x2 - (x2 - x1) * ((g2 + d2 - d1) / (g2 - g1 + 2 * d2))
+        else: min_pos = x1 - (x1 - x2) * ((g1 + d2 - d1) / (g1 - g2 + 2 * d2))
+        return min(max(min_pos, xmin_bound), xmax_bound)
+    return (xmin_bound + xmax_bound) / 2.0
+
+def _wolfe_steps(x, t, d, f, g, gtd, c1=1e-4, c2=0.9, tolerance_change=1e-9, max_ls=25):
+    "torch.optim.lbfgs._strong_wolfe as a generator: yields the points to evaluate, receives (f, grad) for each."
+    d_norm = d.abs().max()
+    g = g.clone(memory_format=torch.contiguous_format)
+    f_new, g_new = yield x.clone().add_(d, alpha=t)
+    ls_func_evals = 1
+    gtd_new = g_new.dot(d)
+    t_prev, f_prev, g_prev, gtd_prev = 0, f, g, gtd
+    done = False
+    ls_iter = 0
+    while ls_iter < max_ls:                      # bracket an interval containing a point satisfying the Wolfe criteria
+        if f_new > (f + c1 * t * gtd) or (ls_iter > 1 and f_new >= f_prev):
+            bracket, bracket_f = [t_prev, t], [f_prev, f_new]
+            bracket_g, bracket_gtd = [g_prev, g_new.clone(memory_format=torch.contiguous_format)], [gtd_prev, gtd_new]
+            break
+        if abs(gtd_new) <= -c2 * gtd:
+            bracket, bracket_f, bracket_g = [t], [f_new], [g_new]
+            done = True
+            break
+        if gtd_new >= 0:
+            bracket, bracket_f = [t_prev, t], [f_prev, f_new]
+            bracket_g, bracket_gtd = [g_prev, g_new.clone(memory_format=torch.contiguous_format)], [gtd_prev, gtd_new]
+            break
+        min_step = t + 0.01 * (t - t_prev)
+        max_step = t * 10
+        tmp = t
+        t = _cubic_min(t_prev, f_prev, gtd_prev, t, f_new, gtd_new, bounds=(min_step, max_step))
+        t_prev = tmp
+        f_prev = f_new
+        g_prev = g_new.clone(memory_format=torch.contiguous_format)
+        gtd_prev = gtd_new
+        f_new, g_new = yield x.clone().add_(d, alpha=t)
+        ls_func_evals += 1
+        gtd_new = g_new.dot(d)
+        ls_iter += 1
+    if ls_iter == max_ls:
+        bracket, bracket_f, bracket_g = [0, t], [f, f_new], [g, g_new]
+    insuf_progress = False                       # zoom: refine the bracket until a point satisfies the criteria
+    low_pos, high_pos = (0, 1) if bracket_f[0] <= bracket_f[-1] else (1, 0)
+    while not done and ls_iter < max_ls:
+        if abs(bracket[1] - bracket[0]) * d_norm < tolerance_change: break
+        t = _cubic_min(bracket[0], bracket_f[0], bracket_gtd[0], bracket[1], bracket_f[1], bracket_gtd[1])
+        eps = 0.1 * (max(bracket) - min(bracket))
+        if min(max(bracket) - t, t - min(bracket)) < eps:
+            if insuf_progress or t >= max(bracket) or t <= min(bracket):
+                t = max(bracket) - eps if abs(t - max(bracket)) < abs(t - min(bracket)) else min(bracket) + eps
+                insuf_progress = False
+            else: insuf_progress = True
+        else: insuf_progress = False
+        f_new, g_new = yield x.clone().add_(d, alpha=t)
+        ls_func_evals += 1
+        gtd_new = g_new.dot(d)
+        ls_iter += 1
+        if f_new > (f + c1 * t * gtd) or f_new >= bracket_f[low_pos]:
+            bracket[high_pos], bracket_f[high_pos] = t, f_new
+            bracket_g[high_pos] = g_new.clone(memory_format=torch.contiguous_format)
+            bracket_gtd[high_pos] = gtd_new
+            low_pos, high_pos = (0, 1) if bracket_f[0] <= bracket_f[1] else (1, 0)
+        else:
+            if abs(gtd_new) <= -c2 * gtd: done = True
+            elif gtd_new * (bracket[high_pos] - bracket[low_pos]) >= 0:
+                bracket[high_pos], bracket_f[high_pos] = bracket[low_pos], bracket_f[low_pos]
+                bracket_g[high_pos], bracket_gtd[high_pos] = bracket_g[low_pos], bracket_gtd[low_pos]
+            bracket[low_pos], bracket_f[low_pos] = t, f_new
+            bracket_g[low_pos] = g_new.clone(memory_format=torch.contiguous_format)
+            bracket_gtd[low_pos] = gtd_new
+    return bracket_f[low_pos], bracket_g[low_pos], bracket[low_pos], ls_func_evals
+
+def _lbfgs_steps(x, steps, lr=1.0, tolerance_grad=1e-12, tolerance_change=1e-15, history_size=50):
+    ("One `torch.optim.LBFGS(...).step` (strong-Wolfe) on the flat vector x, as a generator: yields the points to "
+     "evaluate, receives (loss, grad) for each, and moves x in place.")
+    max_iter, max_eval = steps, steps * 5 // 4
+    loss, flat_grad = yield x.clone()
+    current_evals = 1
+    if flat_grad.abs().max() <= tolerance_grad: return
+    n_iter = 0
+    d = t = old_dirs = old_stps = ro = H_diag = prev_flat_grad = prev_loss = None
+    al = [None] * history_size
+    while n_iter < max_iter:
+        n_iter += 1
+        if n_iter == 1:
+            d = flat_grad.neg()
+            old_dirs, old_stps, ro, H_diag = [], [], [], 1
+        else:
+            y = flat_grad.sub(prev_flat_grad)
+            s = d.mul(t)
+            ys = y.dot(s)
+            if ys > 1e-10:
+                if len(old_dirs) == history_size:
+                    old_dirs.pop(0)
+                    old_stps.pop(0)
+                    ro.pop(0)
+                old_dirs.append(y)
+                old_stps.append(s)
+                ro.append(1.0 / ys)
+                H_diag = ys / y.dot(y)
+            num_old = len(old_dirs)
+            q = flat_grad.neg()
+            for i in range(num_old - 1, -1, -1):
+                al[i] = old_stps[i].dot(q) * ro[i]
+                q.add_(old_dirs[i], alpha=-al[i])
+            d = r = torch.mul(q, H_diag)
+            for i in range(num_old):
+                be_i = old_dirs[i].dot(r) * ro[i]
+                r.add_(old_stps[i], alpha=al[i] - be_i)
+        if prev_flat_grad is None: prev_flat_grad = flat_grad.clone(memory_format=torch.contiguous_format)
+        else: prev_flat_grad.copy_(flat_grad)
+        prev_loss = loss
+        t = min(1.0, 1.0 / flat_grad.abs().sum()) * lr if n_iter == 1 else lr
+        gtd = flat_grad.dot(d)
+        if gtd > -tolerance_change: break
+        loss, flat_grad, t, ls_func_evals = yield from _wolfe_steps(x, t, d, loss, flat_grad, gtd,
+                                                                    max_ls=max_eval - current_evals)
+        x.add_(d, alpha=t)
+        opt_cond = flat_grad.abs().max() <= tolerance_grad
+        current_evals += ls_func_evals
+        if n_iter == max_iter or current_evals >= max_eval or opt_cond: break
+        if d.mul(t).abs().max() <= tolerance_change or abs(loss - prev_loss) < tolerance_change: break
+
+def _minimise_each(x0, x1, inner, metric, steps, rule):
+    ("An L-BFGS run per pair, each its own memory and line search (`_minimise` on each pair alone, the same "
+     "iterates), the pairs' energy evaluations batched; returns the new interior points.")
+    B, shape = len(inner), inner.shape[1:]
+    xs = [inner[b].detach().reshape(-1).clone() for b in range(B)]
+    runs = [_lbfgs_steps(x, steps) for x in xs]
+    todo = {b: next(runs[b]) for b in range(B)}             # the point each unfinished run asks to evaluate
+    while todo:
+        idx = list(todo)
+        X = torch.stack([todo[b] for b in idx]).reshape(len(idx), *shape).requires_grad_(True)
+        with torch.enable_grad():
+            E = path_energy(torch.cat([x0[idx, None], X, x1[idx, None]], 1), metric, rule)   # (k,): pairs independent
+            G, = torch.autograd.grad(E.sum(), X)
+        with torch.no_grad():
+            nxt = {}
+            for k, b in enumerate(idx):
+                try: nxt[b] = runs[b].send((float(E[k]), G[k].reshape(-1).clone()))
+                except StopIteration: pass
+        todo = nxt
+    return torch.stack(xs).reshape(B, *shape)
 
 def _solve(x0, x1, metric, T, steps, method, lr, rule, init, dev, dtype, gtol, restarts, levels):
     "One start of `geodesic_path`: batched solve, per-pair restarts, coarse-to-fine; paths (B, T+1, D) on `dev`."
@@ -135,6 +284,8 @@ def _solve(x0, x1, metric, T, steps, method, lr, rule, init, dev, dtype, gtol, r
             with torch.no_grad():
                 E0 = path_energy(torch.cat([x0[active, None], inner[active], x1[active, None]], 1), metric, rule)
             if k == 0: inner[active] = _minimise(x0[active], x1[active], inner[active], metric, steps, method, lr, rule)
+            elif method == "lbfgs":                  # every pair its own L-BFGS run, their evaluations batched
+                inner[active] = _minimise_each(x0[active], x1[active], inner[active], metric, steps, rule)
             else:
                 for b in active.tolist():
                     inner[b : b + 1] = _minimise(
@@ -221,8 +372,7 @@ def pocket_nodes(X,                     # data (n, D)
         opt = torch.optim.Adam([x], lr=lr)
         with torch.enable_grad():
             for _ in range(steps):
-                opt.zero_grad()
-                metric.diag(x).mean(1).log().sum().backward()
+                x.grad, = torch.autograd.grad(metric.diag(x).mean(1).log().sum(), x)   # not the metric's parameters
                 opt.step()
         out.append(x.detach())
     return torch.cat(out)

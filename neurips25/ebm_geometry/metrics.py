@@ -282,12 +282,16 @@ def land_h(X: torch.Tensor, sigma: float = 1.0, chunk: int = 4096) -> Callable:
     if Xt.ndim != 2 or Xt.shape[0] == 0: raise ValueError(f"X must be a non-empty (n, D) array, got {tuple(Xt.shape)}")
     if not sigma > 0: raise ValueError(f"sigma must be positive, got {sigma}")
     def h(x):
+        # by matrix products, not an (m, c, D) difference tensor (7-17x faster with its gradient):
+        # sum_i w_i (x_ij - x_j)^2 = (w @ X^2)_j - 2 x_j (w @ X)_j + x_j^2 sum_i w_i
         out = torch.zeros_like(x)
         D = Xt.to(x)
+        x2 = (x ** 2).sum(1, keepdim=True)
         for s in range(0, D.shape[0], chunk):
-            diff = D[s:s + chunk][None] - x[:, None]                               # (m, c, D): x_i - x
-            w = torch.exp(-(diff ** 2).sum(-1) / (2 * sigma ** 2))                 # w_i(x)
-            out = out + (w[..., None] * diff ** 2).sum(1)                          # sum_i w_i (x_ij - x_j)^2
+            Dc = D[s:s + chunk]
+            d2 = (x2 - 2 * x @ Dc.T + (Dc ** 2).sum(1)[None]).clamp_min(0)        # |x_i - x|^2, (m, c)
+            w = torch.exp(-d2 / (2 * sigma ** 2))                                  # w_i(x)
+            out = out + w @ Dc ** 2 - 2 * x * (w @ Dc) + x ** 2 * w.sum(1, keepdim=True)
         return out
     return h
 
