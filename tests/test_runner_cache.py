@@ -23,7 +23,7 @@ def test_manifest_records_cache_reuse_and_the_plan_counts_it(tmp_path):
     y.write_text(y.read_text().replace("  tab_b:\n", "  tab_b:\n    after: [fig_a]\n"))
     for art, nb in (("fig_a", "10_fig_a.ipynb"), ("tab_b", "11_tab_b.ipynb")):
         write_notebook(root / "nbs" / "p98_fix" / nb, art, body=BODY.format(art=art))
-    env = {"NEURIPS25_CACHE_DIR": str(tmp_path / "cache")}
+    env = {"NEURIPS25_CACHE_DIR": str(tmp_path / "cache"), "NEURIPS25_CACHE": "1"}   # whatever the caller set
     args = ("reproduce", "--profile", "small", "--device", "cpu")
     r = run_cli(root, *args, "p98/fig_a", **env)
     assert r.returncode == 0, r.stdout + r.stderr
