@@ -308,11 +308,11 @@ def test_bf16_autocast_of_the_discrete_modules_runs(monkeypatch):
     assert all(p.dtype == torch.float32 for m in mods.values() for p in m.parameters())     # weights stay float32
 
 
-def test_sampling_batch_and_throughput_probe():
+def test_sampling_batch_and_throughput_probe(monkeypatch):
     from neurips25.sgequidiff.model import train_sgequidiff
     from neurips25.sgequidiff.scale import probe_throughput, project_full
     train, _ = _split()
-    os.environ.setdefault("NEURIPS25_CACHE", "0")
+    if "NEURIPS25_CACHE" not in os.environ: monkeypatch.setenv("NEURIPS25_CACHE", "0")   # this test only
     cfg = tiny_config(steps_discrete=4, steps_coords=4, sample_batch=3)
     m = train_sgequidiff(train, cfg, device="cpu")
     a = m.sample(5, seed=2); b = m.sample(5, seed=2, batch_size=3)
