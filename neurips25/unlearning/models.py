@@ -148,6 +148,22 @@ def base_model(kind: str,                 # "tiny" | "tiny_mid" | "smollm2" | "h
     if spec.get("autocast"): mark_autocast(m, spec["autocast"])
     return m, tok
 
+def _packed_loss(model, recipe_kw: dict, pack: bool | None, spec: dict):
+    ("`lm_packing.packed_nll` when the fine-tune packs its batches, else None (train_lm's padded loss). Packing gives "
+     "the padded loss up to rounding only with one micro-batch a step and without activation checkpointing; "
+     "pack=None packs where that holds and the model takes packed batches, pack=True raises where it does not.")
+    from neurips25.lm_packing import check_packable, packed_nll
+    if pack is False: return None
+    why = None
+    if int(recipe_kw.get("grad_accum", 1)) != 1: why = "grad_accum > 1 (the loss is normalised over the whole step)"
+    elif spec.get("grad_ckpt"): why = "activation checkpointing"
+    else:
+        try: check_packable(model)
+        except ValueError as e: why = str(e)
+    if why is None: return packed_nll
+    if pack: raise ValueError(f"pack=True, but this fine-tune cannot pack its batches: {why}")
+    return None
+
 def finetune(kind: str,                   # model kind (MODEL_KINDS)
              bench: SynthTOFU | None,     # the benchmark (for the tiny kinds' tokenizer)
              train_df: pd.DataFrame,      # question/answer rows to fine-tune on (e.g. bench.training_set(...))
@@ -159,6 +175,7 @@ def finetune(kind: str,                   # model kind (MODEL_KINDS)
              cache_name: str = "p09_target",  # core cache folder
              device: str = "auto",        # core.get_device
              desc: str = "fine-tune",     # progress-bar label
+             pack: bool | None = None,    # packed batches (lm_packing): None where the model and recipe allow them
              **overrides) -> tuple:
     "Fine-tune a model of `kind` on `train_df` (cached through lm.train_cached): (model, tokenizer, history)."
     spec = model_spec(kind, epochs=epochs, lr=lr, batch_size=batch_size, **overrides)
@@ -175,7 +192,8 @@ def finetune(kind: str,                   # model kind (MODEL_KINDS)
     if start is not None:
         model, tok = start
         data = qa_batch(tok, train_df, max_length=lm.context_length(model))
-        hist = lm.train_lm(model, data, desc=desc, **recipe(len(train_df)))
+        kw = recipe(len(train_df))
+        hist = lm.train_lm(model, data, desc=desc, loss_fn=_packed_loss(model, kw, pack, spec), **kw)
         return model, tok, hist
     model, tok = base_model(kind, bench, seed=seed, device=device, **{k: v for k, v in arch.items()})
     data = qa_batch(tok, train_df, max_length=lm.context_length(model))
@@ -186,9 +204,13 @@ def finetune(kind: str,                   # model kind (MODEL_KINDS)
         m = base_model(kind, bench, seed=seed, device=device, **arch)[0]
         if spec.get("grad_ckpt"): _checkpointing(m, True)
         return m
-    model, hist = lm.train_cached(
-        cache_name, model_fn, key, data, modules=["neurips25.lm"], desc=desc, **recipe(len(train_df))
-    )
+    kw = recipe(len(train_df))
+    loss_fn = _packed_loss(model, kw, pack, spec)
+    modules = ["neurips25.lm"]
+    if loss_fn is not None:                                   # the packed loss: its own key and code
+        key["loss"] = "lm_packing.packed_nll"
+        modules.append("neurips25.lm_packing")
+    model, hist = lm.train_cached(cache_name, model_fn, key, data, modules=modules, desc=desc, loss_fn=loss_fn, **kw)
     if spec.get("grad_ckpt"): _checkpointing(model, False)
     return model.to(get_device(device)).eval(), tok, hist
 

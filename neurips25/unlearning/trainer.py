@@ -15,9 +15,9 @@ from .. import lm
 from ..core import progress
 
 # %% auto #0
-__all__ = ['METHODS', 'check_batch', 'forward_logits', 'token_nll', 'mean_nll', 'sum_nll', 'batch_nll', 'retain_nll', 'retain_kl',
-           'UnlearnLoss', 'GradAscent', 'GradDiff', 'log_ratio', 'dpo_loss', 'NPO', 'register_method', 'get_method',
-           'take_rows', 'unlearn']
+__all__ = ['METHODS', 'check_batch', 'forward_logits', 'token_nll', 'mean_nll', 'sum_nll', 'packs', 'batch_nll', 'retain_nll',
+           'retain_kl', 'UnlearnLoss', 'GradAscent', 'GradDiff', 'log_ratio', 'dpo_loss', 'NPO', 'register_method',
+           'get_method', 'take_rows', 'unlearn']
 
 # %% ../../nbs/p09_unlearning/03_trainer.ipynb #a7b17cf1
 def check_batch(batch: Mapping[str, torch.Tensor],  # an `lm.encode(...)` dict
@@ -73,9 +73,26 @@ def sum_nll(logits, labels) -> torch.Tensor:
     "S(y|x): the per-sequence sum of token NLL, shape (B,) (the code's `compute_batch_nll`)."
     return token_nll(logits, labels)[0].sum(1)
 
-def batch_nll(model, batch: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-    "`token_nll` of `model` on `batch` with the output head applied to the answer positions only (lm.target_logits)."
-    lp, mask = lm.token_logprobs(model, batch)
+def packs(model, pack: bool | None = None) -> bool:
+    ("Whether the training losses run `model` on packed batches (lm_packing: the shared prompt once, no padding; the "
+     "same numbers up to rounding): pack=None where the model takes them, True raises where it does not.")
+    from neurips25.lm_packing import check_packable
+    if pack is False: return False
+    try: check_packable(model)
+    except ValueError:
+        if pack: raise
+        return False
+    return True
+
+def batch_nll(model, batch: Mapping[str, torch.Tensor],
+              pack: bool | None = None,  # packed batches (see `packs`); None: where the model takes them
+             ) -> tuple[torch.Tensor, torch.Tensor]:
+    ("`token_nll` of `model` on `batch` with the output head applied to the answer positions only (lm.target_logits), "
+     "on the packed batch where the model takes one (`packs`).")
+    if packs(model, pack):
+        from neurips25.lm_packing import packed_token_logprobs
+        lp, mask = packed_token_logprobs(model, batch)
+    else: lp, mask = lm.token_logprobs(model, batch)
     return -lp, mask
 
 # %% ../../nbs/p09_unlearning/03_trainer.ipynb #91dc3244
