@@ -2,7 +2,8 @@
 
 # %% ../../nbs/p06_care/02_metrics.ipynb #e300d0b9
 from __future__ import annotations
-import warnings
+import hashlib, warnings
+from collections import OrderedDict
 import numpy as np
 import pandas as pd
 from scipy import ndimage as ndi
@@ -84,9 +85,23 @@ def nsd(pred: np.ndarray,          # binary prediction mask (2-D or 3-D)
 
 
 # %% ../../nbs/p06_care/02_metrics.ipynb #c01ed2a2
+_SKELETONS: OrderedDict = OrderedDict()   # (shape, sha256 of the packed mask) → packed skeleton, least recent first
+_SKELETON_CACHE = 64                       # skeletons kept (a 64 × 512² one packs to 2 MB)
+
+def _skeletonize(m: np.ndarray) -> np.ndarray:
+    "skimage `skeletonize` of a boolean mask, memoised on the mask's content: a reference mask is scored many times."
+    key = (m.shape, hashlib.sha256(np.packbits(m)).digest())
+    if key in _SKELETONS:
+        _SKELETONS.move_to_end(key)
+        return np.unpackbits(_SKELETONS[key], count=m.size).reshape(m.shape).astype(bool)
+    s = skeletonize(m).astype(bool)
+    _SKELETONS[key] = np.packbits(s)
+    if len(_SKELETONS) > _SKELETON_CACHE: _SKELETONS.popitem(last=False)
+    return s
+
 def _skeleton(m: np.ndarray, empty_skeleton: str) -> np.ndarray:
     "skimage skeleton of a non-empty mask; an empty one (thick even-width 3-D blobs) falls back to the mask itself."
-    s = skeletonize(m).astype(bool)
+    s = _skeletonize(m)
     return m if (empty_skeleton == "mask" and not s.any()) else s
 
 def cldice(pred: np.ndarray,       # binary prediction mask (2-D or 3-D)

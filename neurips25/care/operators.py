@@ -256,13 +256,20 @@ def _subsets(op: SparseCT, n_subsets: int) -> list:
         op._np[key] = [(i, op if n_subsets == 1 else op.subset(i)) for i in idx]
     return op._np[key]
 
+def _sart_weights(o: SparseCT, dtype, device) -> tuple[torch.Tensor, torch.Tensor]:
+    "SART's R = 1 / row sums and C = 1 / column sums of A_S, computed once per operator, dtype and device."
+    k = ("sart_RC", dtype, str(device))
+    if k not in o._t:
+        one = dict(dtype=dtype, device=device)
+        o._t[k] = (1 / o.forward(torch.ones(o.n, o.n, **one)).clamp_min(1e-8),
+                   1 / o.adjoint(torch.ones(o.sino_shape, **one)).clamp_min(1e-8))
+    return o._t[k]
+
 def _sart_sweep(x, y, subs, lam, nonneg):
     "One OS-SART sweep: for each subset S, x ← x + λ C_S A_Sᵀ R_S (y_S − A_S x)."
     for i, o in subs:
         yi = y[..., i, :]
-        one = dict(dtype=x.dtype, device=x.device)
-        R = 1 / o.forward(torch.ones(o.n, o.n, **one)).clamp_min(1e-8)                  # R = 1 / row sums of A_S
-        C = 1 / o.adjoint(torch.ones(o.sino_shape, **one)).clamp_min(1e-8)              # C = 1 / column sums of A_S
+        R, C = _sart_weights(o, x.dtype, x.device)
         x = x + lam * C * o.adjoint(R * (yi - o.forward(x)))
         if nonneg: x = x.clamp_min(0)
     return x
