@@ -56,3 +56,22 @@ def test_reused_seconds():
     assert reused_seconds(m, set()) == 140.0
     assert reused_seconds(m, {("c", "k4")}) == 100.0
     assert reused_seconds({}, set()) == 0.0 and reused_seconds(None, set()) == 0.0
+
+
+def test_shared_entry_counted_once_per_plan():
+    "Two runs that reused one entry (neither made it): the first counts it; a run of the plan that made it: nobody."
+    from types import SimpleNamespace as NS
+    from neurips25.runner.executors import _count_reuse_once
+    job = lambda name, last: NS(art=NS(id=name), last_s=last, expected_s=None)
+    hit = lambda k, s: {"name": "e", "key": k, "hit": True, "compute_s": s}
+    a, b, c, d = job("s/a", 10.0), job("s/b", 5.0), job("s/c", 7.0), job("s/d", None)
+    logs = {"s/a": ([hit("k1", 300.0), hit("k2", 60.0)], set()),
+            "s/b": ([hit("k1", 300.0)], set()),                                # shares k1 with a: not again
+            "s/c": ([hit("k2", 60.0), {"name": "e", "key": "k3", "hit": False, "compute_s": 2.0}], {("e", "k2")}),
+            "s/d": ([hit("k9", 1.0)], set())}                                  # never timed: left alone
+    _count_reuse_once([a, b, c, d], logs)
+    assert (a.expected_s, b.expected_s, c.expected_s, d.expected_s) == (370.0, 5.0, 7.0, None)
+    maker = job("s/m", 400.0)                                                  # made k1 at its last run
+    logs["s/m"] = ([{"name": "e", "key": "k1", "hit": False, "compute_s": 300.0}], set())
+    _count_reuse_once([a, b, maker], logs)
+    assert (a.expected_s, b.expected_s, maker.expected_s) == (70.0, 5.0, 400.0)

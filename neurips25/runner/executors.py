@@ -181,7 +181,7 @@ def plan(selectors: list[str] | None = None,  # series/artefact names (empty: al
     if not arts:
         raise RunnerError("nothing to run: no valid nbs/*/runs.yaml found" + "".join(f"\n{e}" for e in errs.values()))
     overrides = dict(overrides or {})
-    jobs, errors = [], []
+    jobs, errors, logs = [], [], {}
     for art in arts:
         where = f"{art.id} [{profile}]"
         try:
@@ -202,7 +202,9 @@ def plan(selectors: list[str] | None = None,  # series/artefact names (empty: al
         last_ok = bool(m) and m.get("status") == "ok"
         dev_rec = m.get("device") if last_ok and isinstance(m.get("device"), dict) else {}
         last_s = m.get("duration_s") if last_ok else None
-        reused = reused_seconds(m, _made_before(art, reg, profile, outputs, overrides)) if last_s is not None else 0.0
+        made = _made_before(art, reg, profile, outputs, overrides)
+        reused = reused_seconds(m, made) if last_s is not None else 0.0
+        logs[art.id] = ((m or {}).get("cache") or [], made)
         job = Job(art, profile, params, run_dev, key, "run", overrides=overrides, effective=effective,
                   expected_s=None if last_s is None else round(last_s + reused, 2), last_s=last_s,
                   expected_cpu=dev_rec.get("cpu") or None)
@@ -219,6 +221,7 @@ def plan(selectors: list[str] | None = None,  # series/artefact names (empty: al
         jobs.append(job)
     if errors:
         raise RunnerError("\n".join(errors))
+    _count_reuse_once([j for j in jobs if j.action == "run"], logs)
     return jobs
 
 
@@ -230,6 +233,23 @@ def reused_seconds(m: dict | None,     # a run's manifest
     return float(sum(r.get("compute_s") or 0.0 for r in recs
                      if r.get("hit") and (r.get("name"), r.get("key")) not in made))
 
+
+def _count_reuse_once(runs: list, logs: dict) -> None:
+    ("Each cached entry's compute time counted once over the runs of one plan: not at all where a run of the plan made "
+     "it at its last run (its own time holds it), else for the first run (plan order) that reused it.")
+    made_here = {(r.get("name"), r.get("key")) for j in runs for r in logs.get(j.art.id, ([], set()))[0]
+                 if not r.get("hit")}
+    counted = set()
+    for j in runs:
+        if j.last_s is None or j.art.id not in logs: continue
+        recs, made = logs[j.art.id]
+        reused = 0.0
+        for r in recs:
+            k = (r.get("name"), r.get("key"))
+            if not r.get("hit") or k in made or k in made_here or k in counted: continue
+            counted.add(k)
+            reused += r.get("compute_s") or 0.0
+        j.expected_s = round(j.last_s + reused, 2)
 
 def _made_before(art: Artefact, reg: dict, profile: str, outputs, overrides) -> set:
     "The cache entries the runs `art` waits for (its `after`, transitively) made or used at their last run."
