@@ -30,7 +30,8 @@ def _right_padded(batch: Mapping[str, torch.Tensor]) -> tuple:
     lens = am.long().sum(1)
     if bool((lens == 0).any()): raise ValueError(f"row(s) {(lens == 0).nonzero().flatten().tolist()[:5]} have no token")
     if not torch.equal(am.bool(), torch.arange(ids.shape[1], device=ids.device)[None] < lens[:, None]):
-        raise ValueError("pack_batch needs right padding (encode's padding_side='right'): real tokens first in each row")
+        raise ValueError("pack_batch needs right padding (encode's padding_side='right'): "
+                         "real tokens first in each row")
     labels = batch.get("labels")
     if labels is None: labels = ids.masked_fill(am == 0, -100)
     return ids, labels, lens
@@ -135,7 +136,8 @@ def packed_target_logits(model, packed: Mapping) -> tuple[torch.Tensor, torch.Te
                 layer.keys = layer.keys.expand(R, -1, -1, -1)
                 layer.values = layer.values.expand(R, -1, -1, -1)
         h = base(input_ids=ids, attention_mask=packed["attention_mask"].to(dev),
-                 position_ids=packed["position_ids"].to(dev), cache=cache, use_cache=cache is not None).last_hidden_state
+                 position_ids=packed["position_ids"].to(dev), cache=cache,
+                 use_cache=cache is not None).last_hidden_state
         inner = src_row >= 0
         hs = torch.empty((len(src_row), h.shape[-1]), dtype=h.dtype, device=dev)
         hs[inner] = h[src_row[inner], src_col[inner]]
@@ -157,8 +159,8 @@ def packed_token_logprobs(model, batch: Mapping[str, torch.Tensor], cap: int | N
     return out, mask
 
 def packed_nll(model, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
-    ("Mean next-token loss over the batch's target tokens from the packed batch: a `loss_fn` for `lm.train_lm`, equal to "
-     "its default loss (grad_accum = 1) up to rounding.")
+    ("Mean next-token loss over the batch's target tokens from the packed batch: a `loss_fn` for `lm.train_lm`, "
+     "equal to its default loss (grad_accum = 1) up to rounding.")
     lp, mask = packed_token_logprobs(model, batch)
     n = mask.sum()
     if n == 0: raise ValueError("labels all masked: the batch has no target token")
