@@ -226,7 +226,8 @@ def benchmark_experiment(kind: str = "tiny",       # model kind of unlearning.mo
     if data != "synth" or mkw or grad_accum != 1:                                                # medium keys as before
         params.update(data=data, grad_accum=grad_accum, **mkw)
     return cached(
-        "p09_benchmark_experiment", params, compute, modules=["neurips25.unlearning", "neurips25.lm"], enabled=cache
+        "p09_benchmark_experiment", params, compute, enabled=cache,
+        modules=["neurips25.unlearning", "neurips25.lm", "neurips25.lm_packing"]
     )
 
 def benchmark_results(res: Mapping) -> tuple[pd.DataFrame, pd.DataFrame]:

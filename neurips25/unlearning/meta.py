@@ -480,7 +480,8 @@ def meta_experiment(kind: str = "tiny",          # model kind of unlearning.mode
     if data != "synth" or mkw or grad_accum != 1:                                                # medium keys as before
         params.update(data=data, grad_accum=grad_accum, **mkw)
     return cached(
-        "p09_meta_experiment", params, compute, modules=["neurips25.unlearning", "neurips25.lm"], enabled=cache
+        "p09_meta_experiment", params, compute, enabled=cache,
+        modules=["neurips25.unlearning", "neurips25.lm", "neurips25.lm_packing"]
     )
 
 def meta_results(res: Mapping, max_mu_drop: float = 0.2) -> pd.DataFrame:

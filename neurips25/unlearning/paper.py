@@ -81,7 +81,8 @@ def repro_tofu(model: str | None, split: str = "forget10") -> pd.DataFrame:
 # %% ../../nbs/p09_unlearning/07_paper.ipynb #0e4b7e45
 PER_QUESTION = ("forget_prob", "forget_em", "forget_es")
 TARGET_STEP_MODULES = ["neurips25.lm", "neurips25.unlearning.data", "neurips25.unlearning.models",
-                       "neurips25.unlearning.metrics", "neurips25.unlearning.paper"]
+                       "neurips25.unlearning.metrics", "neurips25.unlearning.paper",
+                       "neurips25.lm_packing"]
 BASE_METRICS = ("forget_prob", "forget_truth_ratio", "forget_quality", "mia_min_k", "privleak")
 
 def _model_kw(kind: str, model_path: str | None, autocast: str = "") -> dict:
@@ -184,7 +185,8 @@ def headline_seed(kind: str = "tiny", seed: int = 0, data: str = "synth", n_auth
             del m
         return {"rows": pd.DataFrame(rows).assign(seed=seed), "per_q": per_q,
                 "timing": pd.DataFrame(timing).assign(seed=seed)}
-    res = cached("p09_headline_seed", params, compute, modules=["neurips25.unlearning", "neurips25.lm"], enabled=cache)
+    res = cached("p09_headline_seed", params, compute,
+                 modules=["neurips25.unlearning", "neurips25.lm", "neurips25.lm_packing"], enabled=cache)
     rows = pd.concat([tstep["rows"][tstep["rows"].model != "Base (untuned)"], res["rows"]], ignore_index=True)
     return {"rows": rows, "per_q": {**tstep["per_q"], **res["per_q"]},
             "timing": pd.concat([tstep["timing"], res["timing"]]),
