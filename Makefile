@@ -1,5 +1,5 @@
 # neurips25 — the README's commands.
-#   make test       set up .venv, install data, check the library is in sync with nbs/, nbdev_test + pytest
+#   make test       set up .venv, install data, check the library is in sync with nbs/, nbdev_test + pytest (JOBS at once)
 #   make reproduce  set up, then run every registered figure/table notebook at the medium profile -> outputs/REPORT.md
 #   make lab        JupyterLab on the notebooks
 #   make bench      every series' speed benchmark (one thread each) -> outputs/bench.json, README's table
@@ -75,8 +75,8 @@ sync: setup
 test: setup
 	-@$(MAKE) --no-print-directory data
 	@$(MAKE) --no-print-directory sync
-	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 NEURIPS25_PROGRESS=0 $(BIN)/nbdev_test --n_workers 2 --timing
-	OMP_NUM_THREADS=1 $(BIN)/pytest -q tests
+	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 NEURIPS25_PROGRESS=0 $(BIN)/nbdev_test --n_workers $(JOBS) --timing
+	OMP_NUM_THREADS=1 $(BIN)/pytest -q -n $(JOBS) --dist loadfile tests
 
 reproduce: setup
 	-@$(MAKE) --no-print-directory data
