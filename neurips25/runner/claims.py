@@ -167,15 +167,15 @@ def diff_outputs(root: Path | None = None, outputs: Path | None = None, against:
     if not in_git(root): raise ValueError(f"{root} is not a git checkout: no committed reference to compare with")
     if _git(root, "rev-parse", "--verify", "-q", f"{against}^{{commit}}").returncode != 0:
         raise ValueError(f"--against {against!r} is not a commit of {root}")
-    out = {"verdicts": [], "values": [], "stale": [], "missing": [], "new": [], "compared": 0}
+    out = {"verdicts": [], "values": [], "stale": [], "missing": [], "new": [], "no_claims": [], "compared": 0}
     for r in collect(root, outputs):
         if r["profile"] != profile or r["overrides"] or not r["good"]: continue
         a = r["art"]
         rel = f"outputs/{a.series}/{a.name}/{profile}/claims.json"
         ref = _committed_claims(root, against, rel)
         if run_is_stale(r): out["stale"].append(a.id)
-        if ref is None:
-            out["new"].append(a.id)
+        if ref is None:                      # a run that records no claims (a cached step: nothing to compare)
+            out["new" if r["claims"] else "no_claims"].append(a.id)
             continue
         out["compared"] += 1
         now = {c["id"]: c for c in r["claims"]}
@@ -215,6 +215,8 @@ def format_diff(d: dict, against: str = "HEAD", rtol: float = 0.05) -> str:
     L += [f"  {m}" for m in d["missing"]]
     if d["new"]: L += [f"{len(d['new'])} result(s)/claim(s) with no committed reference"]
     L += [f"  {m}" for m in d["new"]]
+    if d.get("no_claims"):
+        L.append(f"{len(d['no_claims'])} result(s) record no claims (nothing to compare): {', '.join(d['no_claims'])}")
     return "\n".join(L)
 
 # %% ../../nbs/01g_claims.ipynb #a9c86d4f
