@@ -45,6 +45,8 @@ class Job:
                                                     # and no run it waits for makes (None: never ran)
     last_s: float | None = None                     # how long that last successful run took (None: never)
     expected_cpu: dict | None = None                # the CPU that run recorded (cpu_info; None: not recorded)
+    profile_s: float | None = None                  # a --set run never timed in its own slot: the profile's own
+                                                    # last successful run, cache reuse included (a guide only)
 
     @property
     def slot(self) -> str:
@@ -60,6 +62,8 @@ class Job:
             took = f"; last took {fmt_duration(last)}"
             if self.expected_s > last + 1:
                 took += f", {fmt_duration(self.expected_s)} with an empty cache"
+        elif self.action == "run" and self.profile_s:
+            took = f"; at the profile's own values it took {fmt_duration(self.profile_s)}"
         return (f"  {'RUN ' if self.action == 'run' else 'skip'} {self.art.id} [{self.profile}, {self.device}] "
                 f"{json.dumps(self.params)}{sets}  ({self.reason}{took}){needs}")
 
@@ -208,6 +212,11 @@ def plan(selectors: list[str] | None = None,  # series/artefact names (empty: al
         job = Job(art, profile, params, run_dev, key, "run", overrides=overrides, effective=effective,
                   expected_s=None if last_s is None else round(last_s + reused, 2), last_s=last_s,
                   expected_cpu=dev_rec.get("cpu") or None)
+        if overrides and last_s is None:      # a guide from the profile's own slot (the overrides change the work)
+            pm = read_manifest(run_dir(art, profile, outputs, {}))
+            if pm and pm.get("status") == "ok" and pm.get("duration_s") is not None:
+                job.profile_s = round(pm["duration_s"] + reused_seconds(pm, _made_before(art, reg, profile, outputs,
+                                                                                         {})), 2)
         if not force and m and m.get("status") == "ok" and m.get("run_key") == key:
             job.action, job.reason = "skip", "unchanged since its last success"
         elif force:
@@ -318,7 +327,12 @@ def plan_estimate(jobs: list[Job], jobs_n: int) -> str:
         return "expected: nothing to run"
     e = expected_wall(todo, jobs_n)
     if e["untimed"] == e["runs"]:
-        return f"expected: {e['runs']} run(s), none ran before at this profile, so no time is known"
+        line = f"expected: {e['runs']} run(s), none ran before at this profile, so no time is known"
+        guide = [j.profile_s for j in todo if j.profile_s]
+        if guide:
+            line += (f"; at the profile's own values {len(guide)} of them took {fmt_duration(sum(guide))} of runs "
+                     "(a guide only: the --set values change the work)")
+        return line
     line = (f"expected: {e['runs']} run(s), {fmt_duration(e['serial_s'])} of runs (their last successful times and "
             f"the cached steps they reused), about {fmt_duration(e['wall_s'])} wall with --jobs {jobs_n}")
     line += f"; {e['untimed']} run(s) never ran at this profile (not counted)" if e["untimed"] else ""
