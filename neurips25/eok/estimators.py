@@ -447,10 +447,13 @@ def group_gaps(yhat: np.ndarray,  # (n,) binary predictions
     def gap(num, cond):
         rates = [num[cond & (s == g)].mean() for g in groups if (cond & (s == g)).any()]
         return float(max(rates) - min(rates)) if len(rates) > 1 else np.nan
+    def largest(*v):                         # max over the defined gaps (NaN only if none is), whatever their order
+        v = [x for x in v if not np.isnan(x)]
+        return float(max(v)) if v else np.nan
     alltrue = np.ones(len(y), bool)
     return {"dp_gap": gap(yhat, alltrue),
-            "eo_gap": max(gap(yhat, y == 1), gap(yhat, y == 0)),
-            "cal_gap": np.nanmax([gap(y, yhat == 1), gap(y, yhat == 0)])}
+            "eo_gap": largest(gap(yhat, y == 1), gap(yhat, y == 0)),
+            "cal_gap": largest(gap(y, yhat == 1), gap(y, yhat == 0))}
 
 # %% ../../nbs/p01_eok/01_estimators.ipynb #62e6ac39
 def eo_k_test(z: np.ndarray,                # (n, d) representation

@@ -25,6 +25,9 @@ class Policy(abc.ABC):
                 ):
         if not (np.isfinite(B) and B > 0): raise ValueError(f"budget B must be positive and finite, got {B}")
         if not (np.isfinite(sigma) and sigma >= 0): raise ValueError(f"noise level sigma must be >= 0, got {sigma}")
+        sizes = tuple(sizes)
+        if len(sizes) != 2 or not all(np.isfinite(float(s)) and float(s) > 0 for s in sizes):
+            raise ValueError(f"sizes must be two positive finite numbers (group sizes or needs), got {sizes}")
         self.B, self.sigma, self.sizes = float(B), float(sigma), tuple(float(s) for s in sizes)
     @classmethod
     def for_env(cls, env: Environment, **kw) -> "Policy":

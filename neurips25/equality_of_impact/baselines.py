@@ -36,10 +36,13 @@ class ExploreThenCommit(Policy):
     name = "explore-then-commit"
     def __init__(self, B=1.0, sigma=0.0, sizes=(1.0, 1.0), K: int = 16, m: int | None = None):
         super().__init__(B, sigma, sizes)
-        if K < 2: raise ValueError(f"explore-then-commit needs K >= 2 grid points, got {K}")
+        if isinstance(K, bool) or not isinstance(K, (int, np.integer)) or K < 2:
+            raise ValueError(f"explore-then-commit needs an integer K >= 2 grid points, got {K!r}")
+        if m is not None and (isinstance(m, bool) or not isinstance(m, (int, np.integer)) or m < 1):
+            raise ValueError(f"m (rounds per grid point) must be None (automatic) or an integer >= 1, got {m!r}")
         self.K, self.m = int(K), m
     def play(self, T):
-        m = self.m or (1 if self.sigma == 0 else max(1, math.ceil(T ** (2 / 3) / self.K)))
+        m = self.m if self.m is not None else (1 if self.sigma == 0 else max(1, math.ceil(T ** (2 / 3) / self.K)))
         grid = np.linspace(0.0, self.B, self.K)
         d = np.empty(self.K)
         for k, a in enumerate(grid):
@@ -55,7 +58,9 @@ class UCBGrid(Policy):
     name = "UCB (grid)"
     def __init__(self, B=1.0, sigma=0.0, sizes=(1.0, 1.0), K: int = 33, delta: float = 0.05):
         super().__init__(B, sigma, sizes)
-        if K < 2: raise ValueError(f"UCB needs K >= 2 arms, got {K}")
+        if isinstance(K, bool) or not isinstance(K, (int, np.integer)) or K < 2:
+            raise ValueError(f"UCB needs an integer K >= 2 arms, got {K!r}")
+        if not 0 < delta < 1: raise ValueError(f"delta must be in (0, 1), got {delta}")
         self.K, self.delta = int(K), float(delta)
     def play(self, T):
         K = self.K
@@ -97,7 +102,11 @@ class PenalisedGradient(Policy):
         a0: float | None = None,
     ):
         super().__init__(B, sigma, sizes)
-        if lam <= 0 or eta0 <= 0 or delta0 <= 0: raise ValueError("lam, eta0 and delta0 must be positive")
+        if not (np.isfinite(lam) and lam > 0 and np.isfinite(eta0) and eta0 > 0):
+            raise ValueError(f"lam and eta0 must be positive and finite, got lam={lam}, eta0={eta0}")
+        if not 0 < delta0 < 0.5:                              # probes c ± h with h = delta0 B k^-1/4 must fit in [0, B]
+            raise ValueError(f"delta0 must be in (0, 0.5) (the probes' half-spacing, a fraction of B), got {delta0}")
+        if a0 is not None and not 0 <= a0 <= B: raise ValueError(f"a0 must lie in [0, {B}], got {a0}")
         self.lam, self.eta0, self.delta0, self.a0 = float(lam), float(eta0), float(delta0), a0
     def play(self, T):
         B = self.B

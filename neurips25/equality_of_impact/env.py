@@ -87,6 +87,7 @@ def check_response(f: Callable,          # vectorised response on [0, B]
                    concave: bool = True,   # require concave
                    n_grid: int = 1025,     # grid size
                    rtol: float = 1e-9,     # tolerance relative to the range of f on the grid
+                   continuous: bool = False,  # require f continuous at a = 0 (a concave f can only jump there)
                   ) -> None:
     ("Raise ValueError if `f` is not finite, nondecreasing (if `monotone`) or concave (if `concave`) on a grid of [0, "
      "B] and its cell midpoints.")
@@ -107,6 +108,11 @@ def check_response(f: Callable,          # vectorised response on [0, B]
     if concave and np.any(d2 > tol):
         i = int(np.argmax(d2 > tol))
         raise ValueError(f"{name} is not concave on [0, {B}]: its slope rises near a={x[i + 1]:.4g}")
+    if continuous:
+        y0, ye = (float(v) for v in np.asarray(f(np.array([0.0, B * 2.0 ** -40])), dtype=float))
+        if ye - y0 > 1e-6 * max(1.0, float(np.ptp(y))):
+            raise ValueError(f"{name} jumps at a=0 ({name}(0) = {y0:.6g}, just above 0: {ye:.6g}): the EoI gap must be "
+                             f"continuous (the model assumes Lipschitz impacts), so V* would not be attained")
 
 # %% ../../nbs/p04_equality_of_impact/00_env.ipynb #c59b11b5
 @dataclass(frozen=True)
@@ -132,7 +138,7 @@ class Environment:
         object.__setattr__(self, "sigma", s)
         if len(self.sizes) != 2 or not all(np.isfinite(v) and v > 0 for v in self.sizes):
             raise ValueError(f"sizes must be two positive numbers, got {self.sizes}")
-        for nm in ("I1", "I2"): check_response(getattr(self, nm), B, name=f"impact {nm}")
+        for nm in ("I1", "I2"): check_response(getattr(self, nm), B, name=f"impact {nm}", continuous=True)
         for nm in ("R1", "R2"): check_response(getattr(self, nm), B, name=f"reward {nm}", monotone=self.monotone_reward)
 
     def gap(self, a):

@@ -26,6 +26,9 @@ def concave_envelopes(x: np.ndarray,           # sorted, distinct observation po
         raise ValueError("x, y and w must be finite")
     if np.any(np.diff(x) <= 0): raise ValueError("x must be sorted and distinct (pool repeated observations first)")
     if np.any(w < 0): raise ValueError("half-widths w must be >= 0")
+    if not np.all(np.isfinite(z)): raise ValueError("evaluation points z must be finite (got NaN or inf)")
+    if np.isnan(floor) or np.isnan(cap) or floor > cap:
+        raise ValueError(f"need floor <= cap (known bounds of f), got floor={floor}, cap={cap}")
     m = x.size
     lo_y, hi_y = y - w, y + w
     i = np.searchsorted(x, z, side="right") - 1           # left neighbour index, -1 left of x_1, m-1 right of x_m
@@ -68,12 +71,23 @@ def gap_envelopes(a_obs: np.ndarray,    # distinct allocations to group 1 observ
                  ) -> tuple[np.ndarray, np.ndarray]:
     "(Delta_lo, Delta_hi) at z: Delta_lo = I1_lo(z) - I2_hi(B - z), Delta_hi = I1_hi(z) - I2_lo(B - z)."
     a_obs = np.asarray(a_obs, dtype=float)
+    I1_obs, I2_obs = np.asarray(I1_obs, dtype=float), np.asarray(I2_obs, dtype=float)
+    if a_obs.ndim != 1 or I1_obs.shape != a_obs.shape or I2_obs.shape != a_obs.shape:
+        raise ValueError(f"a_obs, I1_obs and I2_obs must be 1-d arrays of one length, got shapes {a_obs.shape}, "
+                         f"{I1_obs.shape}, {I2_obs.shape}")
     o = np.argsort(a_obs)
     w1 = None if w1 is None else np.broadcast_to(np.asarray(w1, float), a_obs.shape)[o]
-    w2 = None if w2 is None else np.broadcast_to(np.asarray(w2, float), a_obs.shape)[o[::-1]]
-    l1, h1 = concave_envelopes(a_obs[o], np.asarray(I1_obs, float)[o], z, w1)
+    w2 = np.zeros(a_obs.shape) if w2 is None else np.broadcast_to(np.asarray(w2, float), a_obs.shape)[o[::-1]]
+    l1, h1 = concave_envelopes(a_obs[o], I1_obs[o], z, w1)
     x2 = B - a_obs[o][::-1]                                  # group 2's amounts, increasing
-    l2, h2 = concave_envelopes(x2, np.asarray(I2_obs, float)[o][::-1], B - np.asarray(z, float), w2)
+    y2 = I2_obs[o][::-1]
+    x2u, inv = np.unique(x2, return_inverse=True)
+    if len(x2u) < len(x2):       # distinct a whose B - a round to one amount: pool them into one interval observation
+        lo2, hi2 = np.full(len(x2u), np.inf), np.full(len(x2u), -np.inf)
+        np.minimum.at(lo2, inv, y2 - w2)
+        np.maximum.at(hi2, inv, y2 + w2)
+        x2, y2, w2 = x2u, 0.5 * (lo2 + hi2), 0.5 * (hi2 - lo2)
+    l2, h2 = concave_envelopes(x2, y2, B - np.asarray(z, float), w2)
     return l1 - h2, h1 - l2
 
 def certified_root_interval(env_bounds,        # callable z -> (Delta_lo(z), Delta_hi(z))
@@ -82,6 +96,9 @@ def certified_root_interval(env_bounds,        # callable z -> (Delta_lo(z), Del
                            ) -> tuple[float, float]:
     "Outer approximation of {a in [lo, hi] : Delta_lo(a) <= 0 <= Delta_hi(a)} by nested grids."
     if not hi >= lo: raise ValueError(f"empty bracket [{lo}, {hi}]")
+    for k, v, m in (("n_grid", n_grid, 3), ("refine", refine, 1)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < m:
+            raise ValueError(f"{k} must be an integer >= {m}, got {v!r}")
     def first_true(pred_idx, a, b):                       # smallest point with pred, rounded down to a grid point
         for _ in range(refine):
             g = np.linspace(a, b, n_grid)

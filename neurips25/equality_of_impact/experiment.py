@@ -28,7 +28,8 @@ LABELS = {k: v.name for k, v in METHODS.items()}
 
 def checkpoints(T: int, per_decade: int = 4) -> np.ndarray:
     "Log-spaced rounds from min(100, T) to T, plus 0.9 T and 1000 when <= T."
-    if T < 1: raise ValueError(f"T must be >= 1, got {T}")
+    if isinstance(T, bool) or not isinstance(T, (int, np.integer)) or T < 1:
+        raise ValueError(f"T must be an integer >= 1, got {T!r}")
     t = np.unique(
         np.round(
             np.logspace(
@@ -62,6 +63,8 @@ def run_grid(envs, sigmas, methods, T: int, n_seeds: int, desc: str = "runs") ->
     for e in envs:
         if e not in ENV_NAMES: raise ValueError(f"unknown environment {e!r}; choose from {ENV_NAMES}")
     if n_seeds < 1: raise ValueError(f"n_seeds must be >= 1, got {n_seeds}")
+    empty = [k for k, v in (("envs", envs), ("sigmas", sigmas), ("methods", methods)) if len(v) == 0]
+    if empty: raise ValueError(f"nothing to run: {', '.join(empty)} empty")
     jobs = [(e, s, m, seed) for e in envs for s in sigmas for m in methods for seed in range(1 if s == 0 else n_seeds)]
     ck = checkpoints(T)
     return pd.concat([run_one(e, s, m, T, seed, ck) for e, s, m, seed in progress(jobs, desc=desc)], ignore_index=True)
@@ -73,9 +76,12 @@ def summarise(df: pd.DataFrame) -> pd.DataFrame:
         g = g.sort_values("t")
         T = int(g.t.max())
         t9 = int(0.9 * T)
-        last, at9 = g[g.t == T].iloc[0], g[g.t == t9].iloc[0]
-        tail_gap = (last.FR - at9.FR) / (T - t9)                     # mean |Delta(a_t)| - V*, t in (0.9T, T]
-        tail_w = last.W_star - (last.WR - at9.WR) / (T - t9)           # mean W(a_t) over the same rounds
+        last = g[g.t == T].iloc[0]
+        if t9 == 0: fr9, wr9 = 0.0, 0.0                          # FR_0 = WR_0 = 0 (T < 2: the tail is every round)
+        elif (g.t == t9).any(): fr9, wr9 = (float(v) for v in g.loc[g.t == t9, ["FR", "WR"]].iloc[0])
+        else: raise ValueError(f"run {key} has no checkpoint at int(0.9 T) = {t9} (experiment.checkpoints adds it)")
+        tail_gap = (last.FR - fr9) / (T - t9)                        # mean |Delta(a_t)| - V*, t in (0.9T, T]
+        tail_w = last.W_star - (last.WR - wr9) / (T - t9)              # mean W(a_t) over the same rounds
         rows.append(dict(zip(["env", "sigma", "method", "seed"], key), T=T, FR_T=last.FR, WR_T=last.WR,
                          FR_per_round=last.FR / T, tail_gap=tail_gap, tail_welfare_ratio=tail_w / last.W_star,
                          mean_welfare_ratio=1 - last.WR / (T * last.W_star), seconds=last.seconds))

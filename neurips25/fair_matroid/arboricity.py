@@ -10,7 +10,7 @@ import numpy as np
 
 from .matroids import (Matroid, Matchoid, GraphicMatroid, UniformMatroid, PartitionMatroid,
                                              LaminarMatroid, LinearMatroidGF2, FairMatroidError, LoopError,
-                                             check_element, _as_edges)
+                                             check_element, check_int, _as_edges)
 
 # %% auto #0
 __all__ = ['MATROID_KINDS', 'MatroidPartition', 'matroid_partition', 'arboricity', 'density', 'min_partition_bruteforce',
@@ -147,10 +147,16 @@ def offline_optimum_lp(M: Matroid) -> float:
     return math.inf if t <= 1e-12 else 1.0 / t
 
 # %% ../../nbs/p10_fair_matroid/01_arboricity.ipynb #999afbd5
+_TINY_MIN_N = dict(graphic=1, uniform=2, partition=3, laminar=3, gf2=1)   # smallest n each construction needs
+
 def random_tiny_matroid(kind: str,                     # graphic | uniform | partition | laminar | gf2
                         rng: np.random.Generator,
                         n: int = 8) -> Matroid:
     "A random small matroid of the given kind without loops (for brute-force tests)."
+    if kind not in _TINY_MIN_N: raise FairMatroidError(f"unknown matroid kind {kind!r}")
+    n = check_int(n, "n")
+    if n < _TINY_MIN_N[kind]:
+        raise FairMatroidError(f"random_tiny_matroid({kind!r}) needs n >= {_TINY_MIN_N[kind]} elements, got {n}")
     if kind == "graphic":
         nv = int(rng.integers(3, 6))
         E = []

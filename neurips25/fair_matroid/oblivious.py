@@ -8,7 +8,7 @@ from typing import Callable
 
 import numpy as np
 
-from .matroids import Matroid, FairMatroidError, UniformMatroid
+from .matroids import Matroid, FairMatroidError, UniformMatroid, check_int
 from .online import OnlineAlgorithm, OnlineRun, ColouringAlgorithm
 from .instances import check_order
 from .greedy import GreedyColouring, MatchoidGreedyColouring, UniformRoundRobin
@@ -52,6 +52,9 @@ def wrapper_distribution(h: Callable = h_paper, l_max: int = DEFAULT_L_MAX) -> n
 
 def wrapper_guarantee(f: int, c: float = 1.0, h: Callable = h_paper, l_max: int = DEFAULT_L_MAX) -> float:
     "Lower bound (1/c)(1/h(f) − 1/h(l_max+1)) on every element's acceptance probability (Thm 8, truncated)."
+    f = check_int(f, "f", 1)                        # f(M) <= l for an integer l >= 1 (Thm 8)
+    c = float(c)
+    if not (np.isfinite(c) and c > 0): raise FairMatroidError(f"c must be finite and > 0, got {c}")
     if f > l_max: return 0.0
     return float((1 / h(f) - 1 / h(l_max + 1)) / c)
 

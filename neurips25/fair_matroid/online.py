@@ -10,7 +10,7 @@ import numpy as np
 from scipy import stats
 
 from .matroids import (Matroid, IndepState, FairMatroidError, UnknownElementError,
-                                             ParameterTooSmallError, check_element)
+                                             ParameterTooSmallError, check_element, check_int)
 from .instances import check_order
 
 # %% auto #0
@@ -141,7 +141,11 @@ def clopper_pearson(k, n, level: float = 0.95, side: str = "two") -> tuple[np.nd
     k = np.asarray(k, dtype=float)
     n = np.broadcast_to(np.asarray(n, dtype=float), k.shape)
     if not 0 < level < 1: raise FairMatroidError(f"level must be in (0, 1), got {level}")
-    if (k < 0).any() or (k > n).any() or (n < 1).any(): raise FairMatroidError("need 0 <= k <= n and n >= 1")
+    for name, v in (("k", k), ("n", n)):
+        bad = ~np.isfinite(v) | (v != np.round(v))
+        if bad.any(): raise FairMatroidError(f"{name} must be integer counts, got {float(v[bad].flat[0])!r}")
+    if (k < 0).any() or (k > n).any() or (n < 1).any():
+        raise FairMatroidError(f"need 0 <= k <= n and n >= 1, got k={k.min():g}..{k.max():g}, n={n.min():g}")
     if side not in ("two", "lower", "upper"): raise FairMatroidError(f"side must be two, lower or upper, got {side!r}")
     a = (1 - level) / 2 if side == "two" else 1 - level
     with np.errstate(invalid="ignore"):
@@ -218,10 +222,10 @@ def _acceptance(
 ) -> tuple[np.ndarray, int, int | None]:
     ("(counts, invalid_runs, empty_runs): invalid = the reject-guard had to stop a dependent proposal; empty = "
      "accepted nothing.")
+    R = check_int(R, "R", 1)
     n = alg.matroid.n
     src = _order_source(order, n)
     counts = np.zeros(n, dtype=np.int64)
-    if R < 1: raise FairMatroidError(f"R must be >= 1, got {R}")
     if fast and isinstance(src, np.ndarray) and hasattr(alg, "fast_counts"):
         return alg.fast_counts(src, R, rng), 0, None
     if fast and isinstance(order, str) and hasattr(alg, "fast_counts_random"):
@@ -261,6 +265,7 @@ def estimate_fairness(alg: OnlineAlgorithm,        # the online algorithm
     "Monte-Carlo estimate of every element's acceptance probability, with Clopper–Pearson intervals."
     if alg.matroid.n == 0:
         raise FairMatroidError("the matroid has no elements: fairness 1 / min_e P[e accepted] is undefined")
+    R = check_int(R, "R", 1)
     counts, invalid, empty = _acceptance(alg, order, R, rng, fast)
     est = FairnessEstimate(counts, R, level, bonferroni, invalid, empty)
     return est

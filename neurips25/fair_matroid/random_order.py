@@ -105,7 +105,9 @@ def vertex_positions(level: np.ndarray) -> np.ndarray:
 
 def alg3_bound(d: int) -> dict:
     "Lemmas 15–16: q, x, δ, b, P and the proven minimum acceptance probability (1 − 2P) q / (b − d)."
-    if d < 3: raise FairMatroidError(f"the bound of Thm 15 needs d >= 3, got {d}")
+    if isinstance(d, (bool, np.bool_)) or not isinstance(d, (int, np.integer)) or d < 3:
+        raise FairMatroidError(f"the bound of Thm 15 needs an integer d >= 3, got {d!r}")
+    d = int(d)
     q = d ** -0.25 / 3
     x = 2 * q / (1 + q)
     delta = d ** -0.125

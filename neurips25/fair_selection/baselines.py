@@ -22,8 +22,12 @@ def apportion(total, w) -> np.ndarray:
     w = np.asarray(w, dtype=float)
     if w.ndim != 2 or (w < 0).any() or not np.isfinite(w).all():
         raise FairSelectionError(f"weights must be a finite non-negative (R, M) array, got shape {w.shape}")
-    total = np.broadcast_to(np.asarray(total, dtype=float), w.shape[:1])
-    if (total < 0).any() or (total != np.round(total)).any():
+    total = np.asarray(total, dtype=float)
+    if total.shape not in ((), (1,), w.shape[:1]):
+        raise FairSelectionError(f"total must be a number or one per run, shape ({w.shape[0]},), to match weights "
+                                 f"of shape {w.shape}; got shape {total.shape}")
+    total = np.broadcast_to(total, w.shape[:1])
+    if not np.isfinite(total).all() or (total < 0).any() or (total != np.round(total)).any():
         raise FairSelectionError("total must be a non-negative integer per run")
     s = w.sum(1, keepdims=True)
     w = np.where(s > 0, w, 1.0)

@@ -79,6 +79,8 @@ def evaluate(inst: Instance, fairness, names=ALGORITHMS, opt: np.ndarray | None 
              opt_integral: bool = True) -> pd.DataFrame:
     ("One row per (algorithm, run): expected value, OPT_fair, ratio, fairness satisfaction, ex-post quota meeting, "
      "capacity.")
+    names = (names,) if isinstance(names, str) else tuple(names)
+    if not names: raise FairSelectionError("names is empty: no algorithms to evaluate (see ALGORITHMS)")
     rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
     opt = offline_optimum(inst, fairness, integral=opt_integral) if opt is None else np.asarray(opt, dtype=float)
     tg = fairness.targets(inst)
@@ -107,6 +109,10 @@ def mean_se(x) -> tuple[float, float]:
 def summarise(df: pd.DataFrame, by=("algorithm",)) -> pd.DataFrame:
     ("Per group: mean and worst ratio, mean value with SE, mean min satisfaction, share of runs meeting all quotas, "
      "capacity.")
+    need = {"ratio", "value", "min_sat", "met_all", "used_max", "run", *by}
+    if need - set(df.columns):
+        raise FairSelectionError(f"summarise needs evaluate()'s rows; the frame lacks columns "
+                                 f"{sorted(need - set(df.columns))} (no algorithms evaluated?)")
     g = df.groupby(list(by), sort=False)
     out = g.agg(ratio_mean=("ratio", "mean"), ratio_max=("ratio", "max"), value_mean=("value", "mean"),
                 min_sat_mean=("min_sat", "mean"), min_sat_min=("min_sat", "min"), met_all_mean=("met_all", "mean"),

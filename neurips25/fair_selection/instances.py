@@ -164,7 +164,9 @@ class PF:
         return np.ceil(self.targets(inst) - 1e-9)
 
 def satisfaction(inst: Instance, x: np.ndarray, fairness) -> np.ndarray:
-    "Per-class fairness satisfaction min(1, count_c / target_c) (1 where the target is 0), shape (R, M)."
+    ("Per-class fairness satisfaction min(1, count_c / target_c) (1 where the target is 0), shape (R, M); "
+     "fairness: GFQ, PF or a bare quota tuple (read as GFQ, as the algorithms do).")
+    if not isinstance(fairness, (GFQ, PF)): fairness = GFQ(tuple(np.atleast_1d(fairness).tolist()))
     tgt = fairness.targets(inst)
     cnt = class_counts(inst, x)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -190,6 +192,9 @@ def sample_values(shape, L: float, U: float, rng, dist: str = "lognormal", sigma
     rng = _rng(rng)
     u = rng.random(shape)
     if dist == "lognormal":
+        sigma = float(sigma)
+        if not (np.isfinite(sigma) and sigma > 0):
+            raise FairSelectionError(f"sigma (the log-sd of lognormal values) must be finite and > 0, got {sigma}")
         mu = np.broadcast_to(np.asarray(mu, dtype=float), shape)
         z_lo, z_hi = (0.0 - mu) / sigma, (np.log(U / L) - mu) / sigma        # ln(v/L) ~ N(mu, sigma) on [0, ln theta]
         F_lo, F_hi = stats.norm.cdf(z_lo), stats.norm.cdf(z_hi)

@@ -146,7 +146,8 @@ def quota_first(inst: Instance, quotas) -> Allocation:
 def random_selection(inst: Instance, rng=0) -> Allocation:
     "Trivial baseline: accept each agent independently with probability min(1, k/T) while capacity lasts."
     rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
-    coin = rng.random(inst.values.shape) < min(1.0, inst.k / inst.T)
+    p = min(1.0, inst.k / inst.T) if inst.T else 1.0           # T = 0: nobody arrives, nothing is selected
+    coin = rng.random(inst.values.shape) < p
     x = (coin & (np.cumsum(coin, 1) <= inst.k)).astype(float)
     return Allocation("random", inst, x, True)
 
