@@ -75,6 +75,9 @@ def _split(n: int, test_frac: float, rng) -> tuple[np.ndarray, np.ndarray]:
 def subsample_minority(X, y, s, zeta: float, seed: int = 0, n_classes: int = 2, name: str = "") -> GroupData:
     "Keep every majority row and a random minority subset of size `minority_count(zeta, n_1)`."
     s = np.asarray(s)
+    if s.shape != (len(X),): raise ValueError(f"s must have shape ({len(X)},) like the rows of X, got {s.shape}")
+    if not np.isin(s, (0, 1)).all():
+        raise ValueError(f"group labels s must be 0 (minority) or 1 (majority), got values {np.unique(s).tolist()}")
     rng = np.random.default_rng(seed)
     i0, i1 = np.flatnonzero(s == 0), np.flatnonzero(s == 1)
     n0 = minority_count(zeta, len(i1))

@@ -97,12 +97,14 @@ def full_data_theta(Sigma0: np.ndarray,  # minority covariance Σ_0 (d×d, PSD)
     "θ* = (ζΣ_0 + (1−ζ)Σ_1)^{-1} (ζΣ_0θ_0 + (1−ζ)Σ_1θ_1), the minimiser of ζL_0 + (1−ζ)L_1."
     zeta = check_zeta(zeta)
     Sigma0, Sigma1 = np.asarray(Sigma0, float), np.asarray(Sigma1, float)
-    d = Sigma0.shape[0]
-    if Sigma0.shape != (d, d) or Sigma1.shape != (d, d) or np.shape(theta0) != (d,) or np.shape(theta1) != (d,):
+    theta0, theta1 = np.asarray(theta0, float), np.asarray(theta1, float)
+    d = Sigma0.shape[0] if Sigma0.ndim else 0
+    if Sigma0.shape != (d, d) or Sigma1.shape != (d, d) or theta0.shape != (d,) or theta1.shape != (d,):
         raise ValueError(
-            f"shapes must be Σ (d,d) and θ (d,), got {Sigma0.shape}, {Sigma1.shape}, {np.shape(theta0)}, "
-            f"{np.shape(theta1)}"
+            f"shapes must be Σ (d,d) and θ (d,), got {Sigma0.shape}, {Sigma1.shape}, {theta0.shape}, {theta1.shape}"
         )
+    for k, v in (("Sigma0", Sigma0), ("Sigma1", Sigma1), ("theta0", theta0), ("theta1", theta1)):
+        if not np.isfinite(v).all(): raise ValueError(f"{k} has NaN or inf entries")
     H = zeta * Sigma0 + (1 - zeta) * Sigma1
     _check_regular(H, "the full-loss Hessian ζΣ_0 + (1−ζ)Σ_1")
     return np.linalg.solve(H, zeta * Sigma0 @ theta0 + (1 - zeta) * Sigma1 @ theta1)
@@ -165,11 +167,18 @@ def sample_closed_forms(X: np.ndarray,  # features (n, d)
     return out
 
 # %% ../../nbs/p03_bias_amplification/00_theory.ipynb #12430163
+def _check_minority_gap(m: ToyModel) -> None:
+    "The minority's excess-loss gap L_0(θ_1) − L_0(θ*) is 0 (nothing to close) when σ_0 = 0: a clear ValueError."
+    if m.sigma_v == 0:
+        raise ValueError("the extra iterations need sigma_v > 0 (std of v in the minority), got sigma_v=0: then L_0 "
+                         "ignores v, θ* = θ_1 and the minority has no excess-loss gap to close")
+
 def extra_iterations_exact(m: ToyModel, zeta: float,
                            eps: float = 0.1,  # remaining fraction of the minority's excess-loss gap
                           ) -> int:
     "Exact number of population-GD iterations from θ_1 (η = 1/λ_max) until L_0 − L_0(θ*) ≤ ε·(L_0(θ_1) − L_0(θ*))."
     if not 0 < eps < 1: raise ValueError(f"eps must lie in (0, 1), got {eps}")
+    _check_minority_gap(m)
     cf = toy_closed_forms(m, zeta)
     r = proximity_ratio(zeta, m.rho)
     a = 1 - r
@@ -182,6 +191,7 @@ def extra_iterations_exact(m: ToyModel, zeta: float,
 def extra_iterations_bound(m: ToyModel, zeta: float, eps: float = 0.1) -> float:
     "Reconstructed lower bound (1−ηλ_v)/(ηλ_v)·log(1/z̄) on `extra_iterations_exact` (claim iii)."
     if not 0 < eps < 1: raise ValueError(f"eps must lie in (0, 1), got {eps}")
+    _check_minority_gap(m)
     cf = toy_closed_forms(m, zeta)
     r = proximity_ratio(zeta, m.rho)
     a = 1 - r
@@ -198,6 +208,8 @@ def gap_closure_time(curve: np.ndarray,   # values f_0, f_1, ... (a loss along a
     c = np.asarray(curve, float)
     if c.ndim != 1 or c.size == 0 or not np.isfinite(c).all():
         raise ValueError("curve must be a non-empty finite 1-d array")
+    if isinstance(final, bool) or np.ndim(final) != 0 or not np.isfinite(final):
+        raise ValueError(f"final must be a finite number, got {final!r}")
     if not 0 < eps < 1: raise ValueError(f"eps must lie in (0, 1), got {eps}")
     hit = np.flatnonzero(c - final <= eps * (c[0] - final))
     return int(hit[0]) if hit.size else None
@@ -299,6 +311,15 @@ def gradient_ratio(theta: np.ndarray,        # points (m, d)
     "D(θ) = (1−ζ)‖Σ_1(θ−θ_1)‖ / (ζ‖Σ_0(θ−θ_0)‖) for each row of `theta` (inf where ∇L_0 = 0 is impossible to divide)."
     zeta = check_zeta(zeta)
     th = np.atleast_2d(np.asarray(theta, float))
+    Sigma0, Sigma1 = np.asarray(Sigma0, float), np.asarray(Sigma1, float)
+    theta0, theta1 = np.asarray(theta0, float), np.asarray(theta1, float)
+    d = Sigma0.shape[0] if Sigma0.ndim else 0
+    if th.ndim != 2 or th.shape[1] != d or Sigma0.shape != (d, d) or Sigma1.shape != (d, d) \
+            or theta0.shape != (d,) or theta1.shape != (d,):
+        raise ValueError(f"shapes must be theta (m, d), Sigma0 and Sigma1 (d, d), theta0 and theta1 (d,), got "
+                         f"{th.shape}, {Sigma0.shape}, {Sigma1.shape}, {theta0.shape}, {theta1.shape}")
+    for k, v in (("theta", th), ("Sigma0", Sigma0), ("Sigma1", Sigma1), ("theta0", theta0), ("theta1", theta1)):
+        if not np.isfinite(v).all(): raise ValueError(f"{k} has NaN or inf entries")
     g1 = np.linalg.norm((th - theta1) @ Sigma1.T, axis=1)
     g0 = np.linalg.norm((th - theta0) @ Sigma0.T, axis=1)
     with np.errstate(divide="ignore"): return (1 - zeta) * g1 / (zeta * g0)
@@ -310,6 +331,13 @@ def majority_dominated_fraction(m: ToyModel, zeta: float,
                                 seed: int = 0,
                                ) -> float:
     "Share of a ball of parameters where (1−ζ)‖∇L_1‖ ≥ k·ζ‖∇L_0‖ in the toy model."
+    zeta = check_zeta(zeta)
+    if isinstance(n_points, bool) or not isinstance(n_points, (int, np.integer)) or n_points < 1:
+        raise ValueError(f"n_points must be an int >= 1, got {n_points!r}")
+    for nm, v in (("k", k), ("radius", radius)):
+        if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or not np.isfinite(v) \
+                or v <= 0:
+            raise ValueError(f"{nm} must be a finite number > 0, got {v!r}")
     rng = np.random.default_rng(seed)
     g = rng.standard_normal((n_points, m.d))
     g /= np.linalg.norm(g, axis=1, keepdims=True)

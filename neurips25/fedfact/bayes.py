@@ -251,6 +251,9 @@ def fair_lp(prob: FairProblem,   # the fair problem (spec + priors)
             k: np.ndarray,       # (n,) clients
            ) -> LPSolution:
     "Exact Bayes-optimal fair randomised classifier on a sample with known posteriors (HiGHS LP) and its duals."
+    Q, k = np.asarray(Q, dtype=np.float64), np.asarray(k)
+    if Q.ndim != 3 or len(Q) != len(k):
+        raise ValueError(f"Q must have shape (n, G, m) with n = len(k) = {len(k)}, got {Q.shape}")
     n, m = len(k), prob.m
     V0, Jg, Jl = prob.linear_maps(Q, k)
     rows, rhs, tags = _constraint_rows(prob, Jg, Jl, k, n)

@@ -193,8 +193,12 @@ def hetero_split(a: np.ndarray,                  # (n,) sensitive group
                 ) -> np.ndarray:
     "Client index of every sample: cells (a, y) allocated with weight gamma_k if y = a (mod G), else 1 - gamma_k."
     a, y = np.asarray(a), np.asarray(y)
+    if isinstance(n_clients, bool) or not isinstance(n_clients, (int, np.integer)) or n_clients < 1:
+        raise ValueError(f"n_clients must be an integer >= 1, got {n_clients!r}")
+    lo, hi = (float(g) for g in gamma_range)
+    if not 0 < lo <= hi < 1: raise ValueError(f"gamma_range must satisfy 0 < lo <= hi < 1, got {gamma_range}")
     G = int(a.max()) + 1
-    gam = rng.uniform(*gamma_range, size=n_clients)
+    gam = rng.uniform(lo, hi, size=n_clients)
     k = np.full(len(a), -1, dtype=np.int64)
     for g in range(G):
         for c in np.unique(y):

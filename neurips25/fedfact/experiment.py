@@ -193,7 +193,7 @@ def run_setting(dataset: str,             # "adult" | "compas" | "synthetic" (ce
                              FairSpec.of(_scope(name), eps, metric), rounds=post_rounds, temperature=temperature,
                              record_every=0)
             add(name, r.predict(aware_posterior(p_te, te.a, te.n_groups), te.k), t0,
-                cal_excess=r.violation["excess"], flagged=r.flagged)
+                cal_excess=r.violation["excess"], flagged=r.flagged, cal_excess_argmax=r.violation["argmax_excess"])
     return pd.DataFrame(rows)
 
 def with_paper(df: pd.DataFrame) -> pd.DataFrame:
@@ -247,7 +247,8 @@ def run_tradeoff(dataset: str,                 # "adult" | "compas" | "synthetic
             r = fedfact_post(Q_tr, tr.k, tr.n_clients, FairSpec.of(scope, eps, metric), rounds=post_rounds,
                              temperature=temperature, record_every=0)
             add("FedFACT (Post)", scope, eps, r.predict(Q_te, te.k), r.predict(Q_tr, tr.k), t0)
-            rows[-1].update(cal_excess=r.violation["excess"], flagged=r.flagged)
+            rows[-1].update(cal_excess=r.violation["excess"], flagged=r.flagged,
+                            cal_excess_argmax=r.violation["argmax_excess"])
         for scope in in_scopes:
             t0 = time.time()
             r = fedfact_in(tr, FairSpec.of(scope, eps, metric), model=model, rounds=in_rounds,
@@ -314,5 +315,6 @@ def run_eo_comparison(dataset: str,              # "adult" | "compas"
                 time.time() - t0,
                 cal_excess=r.violation["excess"],
                 flagged=r.flagged,
+                cal_excess_argmax=r.violation["argmax_excess"],
             )
     return pd.DataFrame(rows)

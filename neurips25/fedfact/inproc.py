@@ -105,6 +105,10 @@ def fedfact_in(train: FedDataset,        # labelled training samples of all clie
     "FedFACT in-processing (Alg. 1): cost-sensitive FedAvg of a shared + personal ensemble with federated dual ascent."
     if not 0 < client_frac <= 1: raise ValueError(f"client_frac must be in (0, 1], got {client_frac}")
     if rounds < 1 or local_steps < 1: raise ValueError("rounds and local_steps must be >= 1")
+    for nm, v in (("lr", lr), ("dual_lr", dual_lr), ("w_lr", w_lr), ("bound", bound)):
+        if not (np.isfinite(v) and v > 0): raise ValueError(f"{nm} must be > 0 and finite, got {v}")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+        raise ValueError(f"batch_size must be an integer >= 1, got {batch_size!r}")
     if not 1 <= n_ensemble <= rounds: raise ValueError(f"n_ensemble must be in [1, rounds], got {n_ensemble}")
     dev = get_device(device)
     torch.manual_seed(seed)

@@ -9,6 +9,7 @@ import pandas as pd
 
 from ..core import progress
 from .bayes import (FairSpec, FairProblem, Priors, priors_from, check_feasible, confusion_tensor)
+from .data import int_codes
 
 # %% auto #0
 __all__ = ['prox_l1_ball', 'PostResult', 'fedfact_post']
@@ -19,8 +20,9 @@ def prox_l1_ball(v: np.ndarray,   # point to map
                  bound: float,    # B: radius of the l1 ball
                 ) -> np.ndarray:
     "argmin_{|x|_1 <= B} 0.5 |x - v|^2 + thresh |x|_1: soft-threshold, then project the magnitudes onto the ball."
-    if bound < 0 or thresh < 0: raise ValueError("thresh and bound must be >= 0")
+    if not (bound >= 0 and thresh >= 0): raise ValueError(f"thresh and bound must be >= 0, got {thresh}, {bound}")
     u = np.maximum(np.abs(v) - thresh, 0.0)
+    if bound == 0: return np.zeros_like(u)                    # the ball is the origin
     if u.sum() <= bound: return np.sign(v) * u
     s = np.sort(u.ravel())[::-1]
     css = np.cumsum(s)
@@ -45,12 +47,13 @@ class PostResult:
     history: pd.DataFrame      # per recorded round: smoothed dual, soft constraint values
     lipschitz: dict = field(default_factory=dict)  # L for lambda and every mu_k
     violation: dict = field(default_factory=dict)  # final soft rule on the calibration data: max |c_g|, max |c_l|,
-                                                   # excess over eps
+                                                   # excess over eps; argmax_*: the same for the argmax rule
     halvings: int = 0          # how often the safeguard halved the steps
 
     @property
     def flagged(self) -> bool:
-        "True when the final soft rule exceeds a fairness level by more than the run's `violation_tol`."
+        ("True when the final soft rule (the one the smoothed dual optimises) exceeds a fairness level by more than "
+         "the run's `violation_tol`: not converged. The argmax rule's excess is `violation['argmax_excess']`.")
         return bool(self.violation.get("flagged", False))
 
     def scores(self, Q, k) -> np.ndarray:
@@ -91,10 +94,14 @@ def fedfact_post(Q: np.ndarray,         # (n, G, m) aware posteriors e_{a_i} eta
                                                          # eop/eo
                 ) -> PostResult:
     "FedFACT post-processing (Alg. 2): clients optimise their local duals mu_k, the server the global dual lambda."
-    Q, k = np.asarray(Q, dtype=np.float64), np.asarray(k).astype(np.int64)
+    Q, k = np.asarray(Q, dtype=np.float64), int_codes(k, "k")             # client ids: integers, never truncated
     if Q.ndim != 3 or len(Q) != len(k): raise ValueError(f"Q must have shape (n, G, m) with n = len(k), got {Q.shape}")
+    if len(k) == 0: raise ValueError("no calibration samples (Q and k are empty)")
     if not np.isfinite(Q).all(): raise ValueError("Q contains NaN or inf")
-    if temperature <= 0: raise ValueError(f"temperature must be > 0, got {temperature}")
+    if not (np.isfinite(temperature) and temperature > 0):
+        raise ValueError(f"temperature must be > 0, got {temperature}")
+    if not (np.isfinite(step_scale) and step_scale > 0): raise ValueError(f"step_scale must be > 0, got {step_scale}")
+    if not (np.isfinite(bound) and bound > 0): raise ValueError(f"bound (B_d) must be > 0 and finite, got {bound}")
     if not 0 < client_frac <= 1: raise ValueError(f"client_frac must be in (0, 1], got {client_frac}")
     if rounds < 0 or local_steps < 1: raise ValueError("rounds must be >= 0 and local_steps >= 1")
     if record_every < 0 or check_every < 0: raise ValueError("record_every and check_every must be >= 0")
@@ -172,7 +179,14 @@ def fedfact_post(Q: np.ndarray,         # (n, G, m) aware posteriors e_{a_i} eta
         final["max_local"] - spec.xi_l if prob.use_l else -np.inf,
     ]
     viol = dict(max_global=final["max_global"], max_local=final["max_local"], excess=float(max(max(ex), 0.0)))
-    viol["flagged"] = viol["excess"] > violation_tol
+    viol["flagged"] = viol["excess"] > violation_tol                # convergence of the optimised (soft) rule
+    v_arg = prob.scores(Q, k, lam, mu)                              # the argmax rule, predict()'s default output
+    cg_a, cl_a = prob.constraint_values(confusion_tensor(Q, np.eye(Q.shape[2])[v_arg.argmax(1)], k, n_clients))
+    viol["argmax_max_global"] = float(np.abs(cg_a).max()) if prob.use_g else np.nan
+    viol["argmax_max_local"] = float(np.abs(cl_a).max()) if prob.use_l else np.nan
+    ex_a = [viol["argmax_max_global"] - spec.xi_g if prob.use_g else -np.inf,
+            viol["argmax_max_local"] - spec.xi_l if prob.use_l else -np.inf]
+    viol["argmax_excess"] = float(max(max(ex_a), 0.0))
     if viol["flagged"]:
         warnings.warn(f"the fair rule exceeds its fairness level on the calibration data by {viol['excess']:.4f} "
                       f"(max |c_g| {final['max_global']:.4f}, max |c_l| {final['max_local']:.4f}; eps_g={spec.xi_g}, "
