@@ -22,7 +22,8 @@ def _as_images(x: torch.Tensor) -> tuple[torch.Tensor, tuple]:
     return x.reshape(-1, *x.shape[-2:]), tuple(x.shape[:-2])
 
 def _as_theta(theta, device=None) -> torch.Tensor:
-    "Angles in degrees as a 1-D float tensor; errors on empty/NaN/duplicate-free violations."
+    ("Angles in degrees as a 1-D float64 tensor; errors on a non-1-D or empty array and on NaN/inf (repeated angles "
+     "are not refused here: `view_angles` never makes them).")
     th = torch.as_tensor(
         np.asarray(theta, dtype=np.float64) if not torch.is_tensor(theta) else theta, dtype=torch.float64
     )
@@ -40,6 +41,11 @@ def _as_sino(sino) -> torch.Tensor:
     if not torch.isfinite(sino).all(): raise ValueError("sinogram contains NaN or inf")
     return sino
 
+def _is_real(v) -> bool:
+    "A real scalar: a Python or NumPy int or float, or a 0-d real array or tensor (bool, str and None are not)."
+    if torch.is_tensor(v): v = v.detach().cpu()
+    return not isinstance(v, (bool, np.bool_)) and np.ndim(v) == 0 and np.asarray(v).dtype.kind in "iuf"
+
 def _check_n_iter(n_iter, name: str = "n_iter") -> int:
     "A positive integer number of iterations (bool, float and non-positive values are refused)."
     if isinstance(n_iter, bool) or not isinstance(n_iter, (int, np.integer)) or n_iter < 1:
@@ -49,9 +55,12 @@ def _check_n_iter(n_iter, name: str = "n_iter") -> int:
 def view_angles(n_views: int,          # number of projections
                 arc: float = 180.,     # angular range in degrees (180 suffices for parallel beam)
                ) -> np.ndarray:
-    "Equally spaced sparse-view angles in degrees, `arc·k/n` for k = 0..n-1."
-    if not isinstance(n_views, (int, np.integer)) or n_views < 1:
+    ("Equally spaced sparse-view angles in degrees, `arc·k/n` for k = 0..n-1; 0 < arc <= 360 keeps them distinct "
+     "(also modulo 360°).")
+    if isinstance(n_views, bool) or not isinstance(n_views, (int, np.integer)) or n_views < 1:
         raise ValueError(f"n_views must be a positive integer, got {n_views!r}")
+    if not (_is_real(arc) and 0 < arc <= 360):
+        raise ValueError(f"arc must be a number of degrees in (0, 360] (distinct view angles), got {arc!r}")
     return np.arange(n_views) * (arc / n_views)
 
 # %% ../../nbs/p06_care/00_ct.ipynb #4bf10771
@@ -74,6 +83,7 @@ def radon_t(images: torch.Tensor,     # (..., N, N) attenuation images
     "Parallel-beam forward projection, scikit-image conventions (circle=True); returns (..., A, N). Differentiable."
     x, batch = _as_images(images)
     th = _as_theta(theta)
+    chunk = _check_n_iter(chunk, "chunk")
     B, n, _ = x.shape
     if n < 2: raise ValueError("images must be at least 2x2")
     out = []
@@ -89,8 +99,8 @@ def backproject_t(sino: torch.Tensor,   # (..., A, N) sinogram
                   theta,                # (A,) view angles in degrees
                   chunk: int = 32,      # views per grid_sample call
                  ) -> torch.Tensor:
-    "Exact adjoint Aᵀ of `radon_t` (via autograd); returns (..., N, N)."
-    if not torch.is_tensor(sino) or sino.ndim < 2: raise ValueError("sinogram must be a tensor (..., A, N)")
+    "Exact adjoint Aᵀ of `radon_t` (via autograd); returns (..., N, N). Integer/bool sinograms are cast to float64."
+    sino = _as_sino(sino)                                               # integer counts → float64 (as fbp_t), no NaN
     th = _as_theta(theta)
     if sino.shape[-2] != th.numel():
         raise ValueError(f"sinogram has {sino.shape[-2]} views but theta has {th.numel()} angles")
@@ -154,24 +164,38 @@ def _sirt_step(x, y, th, lam, nonneg):
     x = x + lam * C * backproject_t(R * (y - radon_t(x, th)), th)
     return x.clamp_min(0) if nonneg else x
 
+def _as_start(x0, n: int, sino: torch.Tensor) -> torch.Tensor:
+    ("A starting image (..., n, n) in the sinogram's dtype and device: the sinogram's dtype wins (a float64 `x0` "
+     "with a float32 sinogram is cast to float32), as for the default zero start.")
+    if not torch.is_tensor(x0): raise TypeError(f"x0 must be a torch tensor, got {type(x0).__name__}")
+    if x0.ndim < 2 or tuple(x0.shape[-2:]) != (n, n):
+        raise ValueError(f"x0 must be (..., {n}, {n}) images, got shape {tuple(x0.shape)}")
+    if x0.is_complex(): raise TypeError("x0 must be real, got a complex tensor")
+    x0 = x0.to(dtype=sino.dtype, device=sino.device)
+    if not torch.isfinite(x0).all(): raise ValueError("x0 contains NaN or inf")
+    return x0
+
 def _iterative_start(sino, theta, n_iter, relaxation, x0):
-    "Checked view angles and the starting image of SIRT/SART (zeros unless `x0` is given)."
+    ("Checked view angles and the starting image of SIRT/SART: zeros unless `x0` is given, in the sinogram's dtype "
+     "and device.")
     th = _as_theta(theta)
     if sino.shape[-2] != th.numel():
         raise ValueError(f"sinogram has {sino.shape[-2]} views but theta has {th.numel()} angles")
     if not 0 < relaxation < 2: raise ValueError(f"relaxation must be in (0, 2), got {relaxation}")
     _check_n_iter(n_iter)
     n = sino.shape[-1]
-    return th, torch.zeros(*sino.shape[:-2], n, n, dtype=sino.dtype, device=sino.device) if x0 is None else x0.clone()
+    if x0 is None: return th, torch.zeros(*sino.shape[:-2], n, n, dtype=sino.dtype, device=sino.device)
+    return th, _as_start(x0, n, sino).clone()
 
 def sirt_t(sino: torch.Tensor,        # (..., A, N) sinogram
            theta,                     # (A,) view angles in degrees
            n_iter: int = 50,          # iterations
            relaxation: float = 1.0,   # λ in (0, 2)
            nonneg: bool = True,       # project onto x ≥ 0
-           x0: torch.Tensor | None = None,  # start (default zeros)
+           x0: torch.Tensor | None = None,  # start (default zeros), cast to the sinogram's dtype
           ) -> torch.Tensor:
-    "SIRT reconstruction, x ← x + λ C Aᵀ R (y − A x)."
+    ("SIRT reconstruction, x ← x + λ C Aᵀ R (y − A x); the result has the sinogram's dtype (float64 for integer "
+     "counts), whatever the dtype of `x0`.")
     sino = _as_sino(sino)
     th, x = _iterative_start(sino, theta, n_iter, relaxation, x0)
     for _ in range(n_iter): x = _sirt_step(x, sino, th, relaxation, nonneg)
@@ -183,9 +207,10 @@ def sart_t(sino: torch.Tensor,        # (..., A, N) sinogram
            relaxation: float = 0.5,   # λ in (0, 2)
            nonneg: bool = True,       # project onto x ≥ 0
            seed: int = 0,             # view order is a fixed random permutation
-           x0: torch.Tensor | None = None,
+           x0: torch.Tensor | None = None,  # start (default zeros), cast to the sinogram's dtype
           ) -> torch.Tensor:
-    "SART: the SIRT update applied one view at a time (ordered subsets of size 1), `n_iter` sweeps."
+    ("SART: the SIRT update applied one view at a time (ordered subsets of size 1), `n_iter` sweeps; the result has "
+     "the sinogram's dtype.")
     sino = _as_sino(sino)
     th, x = _iterative_start(sino, theta, n_iter, relaxation, x0)
     order = np.random.default_rng(seed).permutation(th.numel())

@@ -18,6 +18,10 @@ __all__ = ['GROUPS_CODE', 'NSD_CONVENTIONS', 'boundary', 'nsd', 'cldice', 'struc
 # %% ../../nbs/p06_care/02_metrics.ipynb #d42302ac
 GROUPS_CODE = {**GROUPS, "vessels": (1, 9, 15, 20, 21)}   # step5_calculateMetrics.py: VESSEL_LABEL, without veins (19)
 
+def _is_real(v) -> bool:
+    "A real scalar: a Python or NumPy int or float, or a 0-d real array (bool, str and None are not)."
+    return not isinstance(v, (bool, np.bool_)) and np.ndim(v) == 0 and np.asarray(v).dtype.kind in "iuf"
+
 def _check_masks(pred, gt):
     pred, gt = np.asarray(pred), np.asarray(gt)
     if pred.shape != gt.shape:
@@ -72,7 +76,8 @@ def nsd(pred: np.ndarray,          # binary prediction mask (2-D or 3-D)
         raise ValueError(f"convention must be 'surfel' or 'voxel', got {convention!r}")
     pred, gt = _check_masks(pred, gt)
     sp = _check_spacing(spacing, gt.ndim)
-    if not np.isfinite(tolerance) or tolerance <= 0: raise ValueError(f"tolerance must be > 0 mm, got {tolerance}")
+    if not (_is_real(tolerance) and np.isfinite(tolerance) and tolerance > 0):
+        raise ValueError(f"tolerance must be > 0 mm (a finite number), got {tolerance!r}")
     if missing not in ("zero", "nan"): raise ValueError("missing must be 'zero' or 'nan'")
     if not gt.any(): return float("nan")                                   # structure absent in GT: excluded
     if not pred.any(): return 0.0 if missing == "zero" else float("nan")
@@ -194,8 +199,10 @@ def format_median_iqr(agg: pd.DataFrame, digits: int = 1) -> pd.Series:
 def _check_pair(x, y, data_range):
     x, y = np.asarray(x, float), np.asarray(y, float)
     if x.shape != y.shape: raise ValueError(f"images differ in shape: {x.shape} vs {y.shape}")
+    if x.size == 0: raise ValueError(f"images are empty, shape {x.shape}")
     if not (np.isfinite(x).all() and np.isfinite(y).all()): raise ValueError("images contain NaN or inf")
-    if data_range is None or not data_range > 0: raise ValueError("data_range must be given and > 0")
+    if not (_is_real(data_range) and np.isfinite(data_range) and data_range > 0):
+        raise ValueError(f"data_range must be given, finite and > 0, got {data_range!r}")
     return x, y
 
 def psnr(x: np.ndarray, ref: np.ndarray, data_range: float) -> float:
@@ -209,6 +216,8 @@ def ssim(
 ) -> float:
     "Mean SSIM with a uniform window (scikit-image's default convention), 2-D or 3-D."
     x, ref = _check_pair(x, ref, data_range)
+    if isinstance(win_size, (bool, np.bool_)) or not isinstance(win_size, (int, np.integer)):
+        raise ValueError(f"win_size must be an odd integer >= 3, got {win_size!r}")
     if win_size % 2 == 0 or win_size < 3 or min(x.shape) < win_size:
         raise ValueError(f"win_size must be odd, >= 3 and <= every image side, got {win_size}")
     f = lambda a: ndi.uniform_filter(a, size=win_size)

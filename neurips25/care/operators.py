@@ -6,7 +6,7 @@ import abc, math
 import numpy as np
 import scipy.sparse as sps
 import torch
-from .ct import ramp_filter, _as_theta, _as_images, _as_sino, _check_n_iter
+from .ct import ramp_filter, _as_theta, _as_images, _as_sino, _as_start, _check_n_iter, _is_real
 
 # %% auto #0
 __all__ = ['SparseCT', 'ParallelBeam', 'FanBeam', 'os_sart', 'tv_gradient', 'asd_pocs']
@@ -149,9 +149,9 @@ class ParallelBeam(SparseCT):
     def __init__(self, n: int,            # image side (pixels)
                  theta,                   # (A,) view angles in degrees
                  circle: bool = True,     # FBP zero outside the inscribed circle
-                 chunk: int = 16):        # views per block while building (memory bound)
+                 chunk: int = 16):        # views per block while building (memory bound; a positive integer)
         super().__init__(n, theta)
-        self.n_det, self.circle, self.chunk = self.n, circle, chunk
+        self.n_det, self.circle, self.chunk = self.n, circle, _check_n_iter(chunk, "chunk")
     def subset(self, idx): return ParallelBeam(self.n, self.theta[np.asarray(idx)], self.circle, self.chunk)
     def _build_A(self):
         n, c = self.n, self.n // 2
@@ -186,7 +186,7 @@ class FanBeam(SparseCT):
     def __init__(self, n: int,                     # image side (pixels)
                  theta,                            # (A,) source angles β in degrees (a full scan covers 360°)
                  source_dist: float,               # D: source–isocentre distance in pixels (> n/√2: outside the image)
-                 n_det: int | None = None,         # detector bins (default n)
+                 n_det: int | None = None,         # detector bins (default n; else a positive integer)
                  det_spacing: float | None = None,  # bin size at the isocentre (default: the fan just covers the
                                                     # inscribed circle)
                  circle: bool = True, chunk: int = 16):
@@ -196,14 +196,17 @@ class FanBeam(SparseCT):
             raise ValueError(
                 f"source_dist must exceed the image half-diagonal {c * math.sqrt(2):.1f} pixels, got {source_dist}"
             )
-        self.D, self.n_det = float(source_dist), int(n_det or self.n)
+        self.D, self.n_det = float(source_dist), self.n if n_det is None else _check_n_iter(n_det, "n_det")
+        if det_spacing is not None and not _is_real(det_spacing):
+            raise ValueError(f"det_spacing must be None or a number > 0, got {det_spacing!r}")
         self.du = (
             float(det_spacing)
             if det_spacing is not None
             else self.D / math.sqrt(self.D**2 - c**2) * self.n / self.n_det
         )
-        if not self.du > 0: raise ValueError("det_spacing must be > 0")
-        self.circle, self.chunk = circle, chunk
+        if not (math.isfinite(self.du) and self.du > 0):
+            raise ValueError(f"det_spacing must be finite and > 0, got {det_spacing!r}")
+        self.circle, self.chunk = circle, _check_n_iter(chunk, "chunk")
     def __repr__(self):
         return f"FanBeam(n={self.n}, views={len(self.theta)}, D={self.D:g}, n_det={self.n_det}, du={self.du:.4f})"
     def subset(self, idx):
@@ -280,14 +283,15 @@ def os_sart(op: SparseCT,             # geometry (ParallelBeam or FanBeam)
             n_subsets: int = 10,      # ordered subsets (1: SIRT; number of views: SART one view at a time)
             relaxation: float = 1.0,  # λ in (0, 2)
             nonneg: bool = True,
-            x0: torch.Tensor | None = None) -> torch.Tensor:
-    "Ordered-subset SART on any sparse geometry."
+            x0: torch.Tensor | None = None) -> torch.Tensor:  # start (default zeros), cast to the sinogram's dtype
+    "Ordered-subset SART on any sparse geometry; the result has the sinogram's dtype (float64 for integer counts)."
     op._check_sino(sino)
     sino = _as_sino(sino)
     if not 0 < relaxation < 2: raise ValueError(f"relaxation must be in (0, 2), got {relaxation}")
     n_iter = _check_n_iter(n_iter)
     subs = _subsets(op, n_subsets)
-    x = torch.zeros(*sino.shape[:-2], op.n, op.n, dtype=sino.dtype, device=sino.device) if x0 is None else x0.clone()
+    x = (torch.zeros(*sino.shape[:-2], op.n, op.n, dtype=sino.dtype, device=sino.device) if x0 is None
+         else _as_start(x0, op.n, sino).clone())
     for _ in range(n_iter): x = _sart_sweep(x, sino, subs, relaxation, nonneg)
     return x
 
@@ -318,8 +322,11 @@ def asd_pocs(op: SparseCT,            # geometry
     "ASD-POCS (Sidky & Pan 2008): OS-SART + positivity, then adaptive steepest descent on the TV, per slice."
     op._check_sino(sino)
     sino = _as_sino(sino)
-    for k, v in dict(alpha=alpha, alpha_red=alpha_red, r_max=r_max, beta=beta, beta_red=beta_red).items():
-        if not v > 0: raise ValueError(f"{k} must be > 0, got {v}")
+    steps = dict(alpha=alpha, alpha_red=alpha_red, r_max=r_max, beta=beta, beta_red=beta_red, eps=eps)
+    for k, v in steps.items():
+        if not (_is_real(v) and math.isfinite(v)): raise ValueError(f"{k} must be a finite number, got {v!r}")
+        if k != "eps" and not v > 0: raise ValueError(f"{k} must be > 0, got {v}")
+    if eps < 0: raise ValueError(f"eps must be >= 0 (a tolerance on ‖Ax − y‖), got {eps}")
     if not (0 < alpha_red <= 1 and 0 < beta_red <= 1 and beta < 2):
         raise ValueError("need 0 < alpha_red, beta_red <= 1 and beta < 2")
     n_iter = _check_n_iter(n_iter)

@@ -77,6 +77,18 @@ def check_probs(probs,                # predictions, shape (n, m, K)
     # input — otherwise log(p) of a -5e-7 entry makes entropies NaN while MMI-Lin silently uses it
     return np.maximum(p, 0.0) if lo < 0 else p
 
+def _check_prob_vector(p,                  # probability vectors, shape (..., K)
+                       atol: float | None = None,  # tolerance on negativity and on the sum; None: prob_atol(K)
+                       name: str = "p",    # name used in error messages
+                      ) -> np.ndarray:
+    "p as float64 after checking that each vector along the last axis is finite, >= -atol and sums to 1 within atol."
+    q = np.asarray(p, dtype=np.float64)
+    if q.ndim == 0 or q.shape[-1] == 0:
+        raise ValueError(f"{name} must be a probability vector of shape (..., K) with K >= 1, got shape {q.shape}")
+    if q.size:
+        check_values(q.sum(-1), float(q.min()), prob_atol(q.shape[-1]) if atol is None else float(atol), name)
+    return q
+
 def check_exact_k(K: int,            # number of classes
                   what: str,         # the method, for the message
                   alternative: str,  # the scalable alternative to name
@@ -108,7 +120,11 @@ def subset_masks(K: int) -> np.ndarray:
 
 def subset_index(A: Sequence[int]) -> int:
     "Bitmask of the event A (classes numbered from 0)."
-    return int(sum(1 << int(x) for x in set(A)))
+    xs = set(A)
+    bad = [x for x in xs if not isinstance(x, (int, np.integer, float, np.floating)) or not np.isfinite(x) or x < 0
+           or x != int(x)]
+    if bad: raise ValueError(f"A must hold class indices (integers >= 0), got {sorted(map(repr, bad))}")
+    return int(sum(1 << int(x) for x in xs))
 
 def subset_sums(p: np.ndarray,  # values on the K classes, shape (..., K)
                ) -> np.ndarray:
@@ -127,6 +143,7 @@ def check_capacity(nu,                 # set-function table, shape (..., 2^K)
     "Validate a capacity table: nu(empty) = 0, nu(X) = 1, monotone; return it as float64."
     nu = np.asarray(nu, dtype=np.float64)
     K = n_classes_of(nu)
+    if nu.size == 0: raise ValueError(f"{name} is empty (shape {nu.shape}): no capacity table to check")
     if not np.isfinite(nu).all(): raise ValueError(f"{name} contains NaN or inf")
     if np.abs(nu[..., 0]).max() > atol: raise ValueError(f"a capacity needs {name}(empty set) = 0")
     if np.abs(nu[..., -1] - 1).max() > atol: raise ValueError(f"a capacity needs {name}(X) = 1")
@@ -145,9 +162,10 @@ def conjugate(nu: np.ndarray,  # set-function table, shape (..., 2^K)
     return 1.0 - nu[..., full ^ np.arange(full + 1)]          # A^c has bitmask full XOR a
 
 def precise_capacity(p: np.ndarray,  # a probability vector, shape (..., K)
+                     atol: float | None = None,  # tolerance on negativity and on the sum; None: prob_atol(K)
                     ) -> np.ndarray:
     "The (self-conjugate) probability measure P(A) = sum_{y in A} p(y) as a table."
-    return subset_sums(p)
+    return subset_sums(_check_prob_vector(p, atol))
 
 # %% ../../nbs/p07_iipm/00_capacities.ipynb #63b2603b
 def _envelope(probs, budget: float, reduce, what: str) -> np.ndarray:
@@ -195,6 +213,8 @@ def interval_capacity(lower,  # lower bounds, shape (..., K)
                      ) -> np.ndarray:
     "Lower probability of the credal set {q : l <= q <= u}, after the reachability correction, shape (..., 2^K)."
     l, u = probability_intervals(lower, upper)
+    check_exact_k(l.shape[-1], "the interval lower-probability table",
+                  "probability_intervals for the bounds, or mmi_lin_intervals, which needs no table")
     L, U = subset_sums(l), subset_sums(u)
     full = L.shape[-1] - 1
     Uc = U[..., full ^ np.arange(full + 1)]                       # Σ_{y ∉ A} u_y
@@ -241,19 +261,23 @@ def _check_eps(eps: float):
 
 def eps_contamination(p,           # the central probability vector, shape (..., K)
                       eps: float,  # contamination level ε in [0, 1]
+                      atol: float | None = None,  # tolerance of the probability check on p; None: prob_atol(K)
                      ) -> np.ndarray:
     "Lower probability of the ε-contamination model: (1-ε)P(A) for A ≠ X and 1 on X (Lemma 15)."
     _check_eps(eps)
+    p = _check_prob_vector(p, atol)
     out = (1 - eps) * subset_sums(p)                             # P_ε(A) = (1−ε) P(A), A ≠ X
     out[..., -1] = 1.0                                           # P_ε(X) = 1
     return out
 
 def eps_contamination_members(p,           # the central probability vector, shape (K,)
                               eps: float,  # contamination level ε in [0, 1]
+                              atol: float | None = None,  # tolerance of the probability check on p; None: prob_atol(K)
                              ) -> np.ndarray:
     "The K extreme points (1-ε)p + ε δ_x of the ε-contamination credal set, shape (K, K)."
     _check_eps(eps)
-    p = np.asarray(p, dtype=np.float64)
+    p = _check_prob_vector(p, atol)
+    if p.ndim != 1: raise ValueError(f"p must be one probability vector of shape (K,), got shape {p.shape}")
     return (1 - eps) * p[None, :] + eps * np.eye(p.shape[-1])
 
 # %% ../../nbs/p07_iipm/00_capacities.ipynb #abd3189b

@@ -190,6 +190,7 @@ def upper_entropy(probs,                  # ensemble predictions, shape (n, m, K
                   return_gap: bool = False,  # also return the certified optimality gap per point
                  ):
     "Upper entropy max_{Q in C} H(Q) in bits per test point."
+    if method not in ("fw", "slsqp"): raise ValueError(f"unknown method {method!r}: use 'fw' or 'slsqp'")
     p = check_probs(probs)
     n, m, K = p.shape
     if credal == "box":
@@ -202,13 +203,12 @@ def upper_entropy(probs,                  # ensemble predictions, shape (n, m, K
         for i in np.flatnonzero(gap > tol):                        # polish the few points FW has not certified
             lam2 = _polish_slsqp(p[i], lam[i])
             if entropy_bits(lam2 @ p[i]) > entropy_bits(lam[i] @ p[i]): lam[i] = lam2
-    elif method == "slsqp":
+    else:                                                         # method == "slsqp"
         lam = np.empty((n, m))
         starts = np.vstack([np.eye(m), np.full((1, m), 1.0 / m)])  # multi-start: every vertex and the centroid
         for i in range(n):
             cands = [_polish_slsqp(p[i], s) for s in starts]
             lam[i] = cands[int(np.argmax([entropy_bits(c @ p[i]) for c in cands]))]
-    else: raise ValueError(f"unknown method {method!r}: use 'fw' or 'slsqp'")
     h = np.maximum(entropy_bits(np.einsum("nm,nmk->nk", lam, p)), entropy_bits(p).max(1))  # never below the best vertex
     if not return_gap: return h
     return h, _fw_gap(lam, p)[0]

@@ -25,6 +25,14 @@ def _check_rates(rates) -> np.ndarray:
         raise ValueError("rejection rates must be an increasing 1-D array in [0, 1)")
     return r
 
+def _check_correct(correct) -> np.ndarray:
+    "The correctness indicators as float64, shape (n,) with n >= 1; raise unless every entry is 0 or 1."
+    c = np.asarray(correct, dtype=np.float64)
+    if c.ndim != 1 or c.size == 0: raise ValueError(f"correct must be a non-empty 1-D array, got shape {c.shape}")
+    bad = (c != 0) & (c != 1)                                     # NaN is bad too
+    if bad.any(): raise ValueError(f"correct must be 0/1 (or boolean) per point, got values such as {c[bad][:3]}")
+    return c
+
 def ar_curve(correct,       # 1 where the centroid prediction is right, shape (n,)
              uncertainty,   # uncertainty score per point (higher = rejected first), shape (n,)
              rates=REJECTION_RATES,  # rejection rates ρ
@@ -35,11 +43,14 @@ def ar_curve(correct,       # 1 where the centroid prediction is right, shape (n
     r = _check_rates(rates)
     if c.ndim != 1 or c.shape != u.shape or c.size == 0:
         raise ValueError(f"correct and uncertainty must be equal-length 1-D arrays, got {c.shape}, {u.shape}")
+    _check_correct(c)
     if not np.isfinite(u).all(): raise ValueError("uncertainty contains NaN or inf")
     n = c.size
+    k = n - np.floor(r * n + 1e-9).astype(int)                     # points kept
+    if (k < 1).any():                                             # the accuracy on no points is undefined
+        raise ValueError(f"rejection rates {r[k < 1].tolist()} reject all n = {n} points and keep no point")
     order = np.argsort(u, kind="stable")
     us, cs = u[order], np.concatenate([[0.0], np.cumsum(c[order])])
-    k = n - np.floor(r * n + 1e-9).astype(int)                     # points kept
     v = us[k - 1]                                                 # uncertainty of the last kept point
     # tie group [a, b) at the threshold
     a = np.searchsorted(us, v, "left")
@@ -49,12 +60,12 @@ def ar_curve(correct,       # 1 where the centroid prediction is right, shape (n
 
 def random_ar_curve(correct, rates=REJECTION_RATES) -> np.ndarray:
     "Expected AR curve of uniformly random rejection: the overall accuracy at every rate."
-    c = np.asarray(correct, dtype=np.float64)
+    c = _check_correct(correct)
     return np.full(_check_rates(rates).size, c.mean())
 
 def oracle_ar_curve(correct, rates=REJECTION_RATES) -> np.ndarray:
     "AR curve of the oracle that rejects wrong predictions first."
-    c = np.asarray(correct, dtype=np.float64)
+    c = _check_correct(correct)
     return ar_curve(c, 1.0 - c, rates)
 
 def ar_auc(acc,                   # accuracies along the rates, shape (..., len(rates))
@@ -63,6 +74,9 @@ def ar_auc(acc,                   # accuracies along the rates, shape (..., len(
     "Area under the AR curve by the trapezoid rule over the rates."
     r = _check_rates(rates)
     acc = np.asarray(acc, dtype=np.float64)
+    if acc.ndim == 0 or acc.shape[-1] != r.size:
+        raise ValueError(f"acc must have shape (..., {r.size}), one accuracy per rejection rate, got shape {acc.shape}")
+    if not np.isfinite(acc).all(): raise ValueError("acc contains NaN or inf")
     return ((acc[..., 1:] + acc[..., :-1]) / 2 * np.diff(r)).sum(-1)
 
 # %% ../../nbs/p07_iipm/03_selective.ipynb #6cde549d
@@ -171,6 +185,12 @@ def forest_hparams(n_members: int = 10,             # ensemble size m
                    max_features: tuple = ("sqrt", "log2", 0.5),  # max_features drawn from these
                   ) -> list[dict]:
     "The members' forest hyperparameters: depth, trees, features and seed, drawn member by member in this order."
+    if n_members < 1: raise ValueError(f"empty ensemble: n_members must be >= 1, got {n_members}")
+    for name, rg in (("depth_range", depth_range), ("trees_range", trees_range)):
+        ok = len(rg) == 2 and all(isinstance(v, (int, np.integer, float, np.floating)) and float(v).is_integer()
+                                  for v in rg) and 1 <= rg[0] <= rg[1]
+        if not ok: raise ValueError(f"{name} must be integers (lo, hi) with 1 <= lo <= hi, got {tuple(rg)}")
+    if len(max_features) == 0: raise ValueError("max_features must offer at least one choice")
     r = np.random.default_rng(seed)
     return [dict(max_depth=int(r.integers(depth_range[0], depth_range[1] + 1)),
                  n_estimators=int(r.integers(trees_range[0], trees_range[1] + 1)),
@@ -190,6 +210,22 @@ def random_forest_ensemble(X, y,                      # training data
     return [RandomForestClassifier(n_jobs=1, **hp).fit(X, y)
             for hp in forest_hparams(n_members, seed, depth_range, trees_range, max_features)]
 
+def _class_columns(classes,         # class labels seen in training
+                   n_classes: int,  # K
+                   name: str,       # name used in error messages
+                  ) -> np.ndarray:
+    "The labels as output column indices; raise unless they are integer class ids in 0..K-1."
+    c = np.asarray(classes)
+    if c.dtype.kind == "O":
+        try: c = c.astype(np.float64)
+        except (TypeError, ValueError): raise ValueError(f"{name} must be integer class ids, got {c[:5]}") from None
+    if c.dtype.kind not in "biuf" or (c.dtype.kind == "f" and not (np.isfinite(c).all() and (c == np.round(c)).all())):
+        raise ValueError(f"{name} must be integer class ids 0..{n_classes - 1}, got {c[:5]}")
+    if c.size and (c.min() < 0 or c.max() >= n_classes):          # -1 would land in the last column, K+ crash
+        raise ValueError(f"{name} must lie in 0..{n_classes - 1} (n_classes = {n_classes}), got range "
+                         f"{c.min()}..{c.max()}")
+    return c.astype(int)
+
 def ensemble_proba(models,         # fitted classifiers with predict_proba and classes_
                    X,              # test inputs
                    n_classes: int, # K: columns of the output (classes unseen in training get probability 0)
@@ -198,7 +234,7 @@ def ensemble_proba(models,         # fitted classifiers with predict_proba and c
     if len(models) == 0: raise ValueError("empty ensemble: no models")
     out = np.zeros((len(X), len(models), n_classes))
     for j, mdl in enumerate(models):
-        out[:, j, np.asarray(mdl.classes_, dtype=int)] = mdl.predict_proba(X)
+        out[:, j, _class_columns(mdl.classes_, n_classes, f"classes_ of model {j}")] = mdl.predict_proba(X)
     return out
 
 # %% ../../nbs/p07_iipm/03_selective.ipynb #376480dd
@@ -251,10 +287,11 @@ def forest_ensemble_proba(Xtr, ytr,                  # training data
     if not (np.isfinite(X32).all() and np.isfinite(T32).all()):   # a forest would use its missing-value support
         raise ValueError("Xtr and Xte must be finite (use random_forest_ensemble for missing values)")
     classes, y_enc = np.unique(np.asarray(ytr), return_inverse=True)
+    cols = _class_columns(classes, n_classes, "training labels ytr")
     y2 = np.ascontiguousarray(y_enc.reshape(-1, 1), dtype=np.float64)
     out = np.zeros((len(T32), n_members, n_classes))
     for j, hp in enumerate(forest_hparams(n_members, seed, depth_range, trees_range, max_features)):
-        out[:, j, np.asarray(classes, dtype=int)] = _forest_proba(X32, y2, len(classes), T32, **hp)
+        out[:, j, cols] = _forest_proba(X32, y2, len(classes), T32, **hp)
     return out
 
 # %% ../../nbs/p07_iipm/03_selective.ipynb #af81314a
