@@ -12,8 +12,9 @@ from .. import core
 from .registry import load_registry, run_key, read_manifest
 
 # %% auto #0
-__all__ = ['UNCOMMITTED', 'in_git', 'entry_spans', 'entry_commits', 'is_ancestor', 'first_result_commits', 'annotate',
-           'run_is_stale', 'registry_stamps', 'check_registries', 'diff_outputs', 'format_diff', 'write_claims_yaml']
+__all__ = ['UNCOMMITTED', 'REGISTERED_FIELDS', 'in_git', 'entry_spans', 'entry_commits', 'is_ancestor', 'first_result_commits',
+           'entry_at', 'annotate', 'run_is_stale', 'registry_stamps', 'check_registries', 'diff_outputs', 'format_diff',
+           'write_claims_yaml']
 
 # %% ../../nbs/01g_claims.ipynb #92e74269
 UNCOMMITTED = "uncommitted"
@@ -81,18 +82,30 @@ def first_result_commits(root: Path, rel: str) -> dict:
     return first
 
 # %% ../../nbs/01g_claims.ipynb #8bffcea8
+REGISTERED_FIELDS = ("statement", "paper", "criterion", "kind", "precondition")   # what a claim registers (not `note`)
+
+def entry_at(root: Path, rel: str, commit: str, key: tuple) -> dict | None:
+    "The registered fields of entry `key` (artefact, id) of claims.yaml `rel` as committed in `commit` (None: absent)."
+    s = _git(Path(root), "show", f"{commit}:{rel}")
+    if s.returncode != 0: return None
+    try: d = yaml.safe_load(s.stdout) or {}
+    except yaml.YAMLError: return None
+    e = ((d.get("artefacts") or {}).get(key[0]) or {}).get(key[1])
+    return {f: e.get(f) for f in REGISTERED_FIELDS} if isinstance(e, dict) else None
+
 def annotate(records: list[dict], root: Path | None = None, outputs: Path | None = None) -> list[dict]:
     "Give every claim of `records` (report.collect) its registry stamp and, where due, the exploratory relabel."
     root = Path(root or core.REPO_ROOT).resolve()
     outputs = Path(outputs or core.OUTPUTS_PATH).resolve()
     git = in_git(root)
-    commits = {}
+    commits, current = {}, {}
     for r in records:
         if not r["claims"]: continue
         s = r["series"]
         if s.folder not in commits:
             p = root / "nbs" / s.folder / "claims.yaml"
             commits[s.folder] = entry_commits(p, root) if p.is_file() else {}
+            current[s.folder] = (yaml.safe_load(p.read_text()) or {}).get("artefacts") or {} if p.is_file() else {}
         first = {}
         try: rel = (r["dir"] / "claims.json").resolve().relative_to(root).as_posix()
         except ValueError: rel = None                              # outputs outside the checkout: no history
@@ -104,6 +117,10 @@ def annotate(records: list[dict], root: Path | None = None, outputs: Path | None
             if stamp is None and key not in commits[s.folder]: c["unregistered"] = True
             res = first.get(c["id"])
             late = bool(res and stamp) and (stamp == UNCOMMITTED or not is_ancestor(root, stamp, res))
+            if late and c["kind"] == "preregistered":              # changed lines: is what they register changed?
+                now = (current[s.folder].get(key[0]) or {}).get(key[1])
+                then = entry_at(root, f"nbs/{s.folder}/claims.yaml", res, key)
+                late = not (isinstance(now, dict) and then == {f: now.get(f) for f in REGISTERED_FIELDS})
             if c["kind"] == "preregistered" and late:
                 c["kind"], c["relabelled"] = "exploratory", "criterion changed after a result"
     return records
