@@ -6,7 +6,7 @@ import abc, math, sys, time
 from dataclasses import dataclass, field
 from typing import Generator
 import numpy as np
-from .env import Environment, make_env
+from .env import Environment, make_env, _int_at_least
 from .objective import FairOptimum, offline_optimum
 from .envelopes import gap_envelopes, certified_root_interval
 
@@ -220,7 +220,7 @@ class NoisyEoI(Policy):
         super().__init__(B, sigma, sizes)
         if not 0 < delta < 1: raise ValueError(f"delta must be in (0, 1), got {delta}")
         for k, v in dict(n0=n0, exploit=exploit, K=K, n_search=n_search).items():
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+            if not _int_at_least(v, 1):
                 raise ValueError(f"{k} must be an integer >= 1, got {v!r}")
         self.delta, self.n0, self.exploit, self.K, self.use_envelopes, self.atol = (
             delta,

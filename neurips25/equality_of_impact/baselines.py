@@ -4,6 +4,7 @@
 from __future__ import annotations
 import math
 import numpy as np
+from .env import _int_at_least
 from .algorithms import Policy, FOREVER
 
 # %% auto #0
@@ -36,9 +37,9 @@ class ExploreThenCommit(Policy):
     name = "explore-then-commit"
     def __init__(self, B=1.0, sigma=0.0, sizes=(1.0, 1.0), K: int = 16, m: int | None = None):
         super().__init__(B, sigma, sizes)
-        if isinstance(K, bool) or not isinstance(K, (int, np.integer)) or K < 2:
+        if not _int_at_least(K, 2):
             raise ValueError(f"explore-then-commit needs an integer K >= 2 grid points, got {K!r}")
-        if m is not None and (isinstance(m, bool) or not isinstance(m, (int, np.integer)) or m < 1):
+        if m is not None and not _int_at_least(m, 1):
             raise ValueError(f"m (rounds per grid point) must be None (automatic) or an integer >= 1, got {m!r}")
         self.K, self.m = int(K), m
     def play(self, T):
@@ -58,7 +59,7 @@ class UCBGrid(Policy):
     name = "UCB (grid)"
     def __init__(self, B=1.0, sigma=0.0, sizes=(1.0, 1.0), K: int = 33, delta: float = 0.05):
         super().__init__(B, sigma, sizes)
-        if isinstance(K, bool) or not isinstance(K, (int, np.integer)) or K < 2:
+        if not _int_at_least(K, 2):
             raise ValueError(f"UCB needs an integer K >= 2 arms, got {K!r}")
         if not 0 < delta < 1: raise ValueError(f"delta must be in (0, 1), got {delta}")
         self.K, self.delta = int(K), float(delta)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import minimize_scalar
-from .env import Environment, make_env
+from .env import Environment, make_env, _int_at_least
 
 # %% auto #0
 __all__ = ['FairOptimum', 'offline_optimum', 'welfare_optimum', 'price_of_fairness', 'brute_force_optimum', 'fairness_regret',
@@ -85,7 +85,7 @@ def price_of_fairness(env: Environment) -> float:
 # %% ../../nbs/p04_equality_of_impact/01_objective.ipynb #f435fc55
 def brute_force_optimum(env: Environment, n_grid: int = 200_001, tol: float | None = None) -> tuple[float, float]:
     "(a*, V*) by grid search: least |Delta| on the grid, then the best welfare among points within tol of it."
-    if isinstance(n_grid, bool) or not isinstance(n_grid, (int, np.integer)) or n_grid < 2:
+    if not _int_at_least(n_grid, 2):
         raise ValueError(f"n_grid must be an integer >= 2 (the grid includes 0 and B), got {n_grid!r}")
     if tol is not None and not (np.isfinite(tol) and tol >= 0):
         raise ValueError(f"tol must be >= 0 and finite, got {tol}")
