@@ -54,7 +54,8 @@ def faithfulness(p_values,   # metric values of the P pool (models that have the
 def relearn_score(ret_before, ret_after, unl_before, unl_after, tol: float = 1e-6) -> np.ndarray:
     "R = min(r, 1), r = (m_ret,after − m_ret,before) / (m_unl,after − m_unl,before), clipped to [0, 1] (vectorised)."
     rb, ra, ub, ua = (np.asarray(x, dtype=float) for x in (ret_before, ret_after, unl_before, unl_after))
-    if any(np.isnan(x).any() for x in (rb, ra, ub, ua)): raise ValueError("relearn_score got NaN metric values")
+    if not all(np.isfinite(x).all() for x in (rb, ra, ub, ua)):
+        raise ValueError("relearn_score got NaN or inf metric values")
     d_ret, d_unl = ra - rb, ua - ub
     with np.errstate(divide="ignore", invalid="ignore"):
         r = np.where(d_unl > tol, d_ret / np.where(d_unl > tol, d_unl, 1.0), np.inf)   # no recovery: r = inf -> R = 1
@@ -63,7 +64,7 @@ def relearn_score(ret_before, ret_after, unl_before, unl_after, tol: float = 1e-
 def quant_score(before, after, tol: float = 1e-12) -> np.ndarray:
     "Q = min(q, 1), q = m_before / m_after, clipped to [0, 1]; m_after = 0 gives 1 (vectorised)."
     b, a = np.asarray(before, dtype=float), np.asarray(after, dtype=float)
-    if np.isnan(b).any() or np.isnan(a).any(): raise ValueError("quant_score got NaN metric values")
+    if not (np.isfinite(b).all() and np.isfinite(a).all()): raise ValueError("quant_score got NaN or inf metric values")
     if (b < 0).any() or (a < 0).any():
         raise ValueError("quant_score needs non-negative metric values (oriented, in [0, 1])")
     with np.errstate(divide="ignore", invalid="ignore"):

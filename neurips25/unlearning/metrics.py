@@ -156,6 +156,12 @@ def _check_finite(x, name: str) -> np.ndarray:
     if not np.isfinite(a).all(): raise ValueError(f"{name} contains NaN or inf")
     return a
 
+def _check_vector(x, name: str, per: str = "example") -> np.ndarray:
+    "x as a 1-D float64 array (one value per `per`), checked as `_check_finite` does."
+    a = _check_finite(x, name)
+    if a.ndim != 1: raise ValueError(f"{name} must be 1-D (one value per {per}), got shape {a.shape}")
+    return a
+
 def prob_from_loss(avg_loss) -> np.ndarray:
     "p = exp(−mean token NLL): the length-normalised answer probability."
     return np.exp(-_check_finite(avg_loss, "avg_loss"))
@@ -177,10 +183,11 @@ def para_prob(model, tokenizer, df: pd.DataFrame, question_col: str = "question"
 
 def prob_normalised_from_loss(correct_avg_loss, wrong_avg_losses) -> np.ndarray:
     "p_c / (p_c + Σ_i p_wrong,i): Prob on real_authors / world_facts (probability_w_options)."
-    pc = prob_from_loss(correct_avg_loss)
-    pw = prob_from_loss(wrong_avg_losses)
+    pc = np.exp(-_check_vector(correct_avg_loss, "correct_avg_loss"))          # shape (N,)
+    pw = np.exp(-_check_finite(wrong_avg_losses, "wrong_avg_losses"))          # shape (N, P)
     if pw.ndim != 2 or pw.shape[0] != pc.shape[0]:
-        raise ValueError(f"wrong_avg_losses must have shape (N, K) with N = {pc.shape[0]}, got {pw.shape}")
+        raise ValueError(f"wrong_avg_losses must have shape (N, P) with N = {pc.shape[0]} (one row of wrong-answer "
+                         f"losses per example), got {pw.shape}")
     return pc / (pc + pw.sum(1) + 1e-10)
 
 # %% ../../nbs/p09_unlearning/02_metrics.ipynb #112ba604
@@ -195,8 +202,12 @@ def truth_ratio_from_losses(correct_avg_loss,   # mean NLL of the correct (parap
         raise ValueError(f"invalid truth ratio aggregator {aggregator!r}: use one of {TR_AGGREGATORS}")
     lc = _check_finite(correct_avg_loss, "correct_avg_loss")
     lw = _check_finite(wrong_avg_losses, "wrong_avg_losses")
-    if lw.ndim == 1: lw = lw[:, None]
-    if lc.ndim != 1 or lw.shape[0] != lc.shape[0]:
+    if lc.ndim != 1: raise ValueError(f"correct_avg_loss must be 1-D, shape (N,), got shape {lc.shape}")
+    if lw.ndim == 1: lw = lw[:, None]                                    # one wrong answer per example: P = 1
+    if lw.ndim != 2:
+        raise ValueError(f"wrong_avg_losses must be 2-D, shape (N, P) (P wrong answers per example), got shape "
+                         f"{lw.shape}")
+    if lw.shape[0] != lc.shape[0]:
         raise ValueError(f"shapes do not match: correct {lc.shape}, wrong {lw.shape}")
     p_true = np.exp(-lc)                      # p_para
     p_false = np.exp(-lw.mean(1))            # p̄_pert = exp(−mean_i NLL_i): geometric mean over the K perturbed answers
@@ -224,7 +235,17 @@ def truth_ratio(model, tokenizer, df: pd.DataFrame,
 
 # %% ../../nbs/p09_unlearning/02_metrics.ipynb #f9db7653
 def _check_matches(matches) -> list:
-    ms = [np.asarray(m, dtype=bool) for m in matches]
+    "Per example: its answer-token matches as a 1-D bool array (given as booleans, or numbers exactly 0 or 1)."
+    if isinstance(matches, (str, bytes)): raise ValueError("matches must be a sequence of per-example match flags")
+    ms = []
+    for i, m in enumerate(matches):
+        a = np.asarray(m)
+        if a.ndim != 1:
+            raise ValueError(f"example {i}: matches must be a 1-D sequence of per-token flags, got shape {a.shape}")
+        if a.dtype.kind not in "biuf" or (a.dtype.kind != "b" and not ((a == 0) | (a == 1)).all()):
+            raise ValueError(f"example {i}: matches must be booleans or numbers exactly 0 or 1, got {a.dtype} values "
+                             f"{a[:8].tolist()}")
+        ms.append(a.astype(bool))
     if not ms: raise ValueError("no examples")
     empty = [i for i, m in enumerate(ms) if m.size == 0]
     if empty: raise ValueError(f"example(s) {empty[:5]} have no answer tokens (besides <eos>)")
@@ -271,8 +292,19 @@ def _rouge_scorer():
         _SCORER = rouge_scorer.RougeScorer(["rouge1", "rougeL"], use_stemmer=True)   # as eval_text_similarity
     return _SCORER
 
+def _check_texts(x, name: str) -> list[str]:
+    "x as a list of strings, one per example (a bare string is not a sequence of texts)."
+    if isinstance(x, (str, bytes)):
+        raise ValueError(f"{name} must be a sequence of strings (one per example), not a bare string")
+    try: xs = list(x)
+    except TypeError: raise ValueError(f"{name} must be a sequence of strings, got {type(x).__name__}") from None
+    bad = [i for i, t in enumerate(xs) if not isinstance(t, str)]
+    if bad: raise ValueError(f"{name} must hold strings, but item {bad[0]} is {type(xs[bad[0]]).__name__}")
+    return xs
+
 def rouge_scores(generations: Sequence[str], references: Sequence[str]) -> pd.DataFrame:
     "rouge1_recall, rougeL_f1, rougeL_recall of each generation against its reference (rouge-score, stemmer on)."
+    generations, references = _check_texts(generations, "generations"), _check_texts(references, "references")
     if len(generations) != len(references):
         raise ValueError(f"{len(generations)} generations but {len(references)} references")
     if not len(references): raise ValueError("no generations to score")
@@ -346,7 +378,7 @@ def _check_k(k) -> float:
 def min_k_score(values: Sequence, k: float = 0.4) -> float:
     "−mean of the lowest ⌊k·n⌋ (at least 1) values: MinK on token log-probs, MinK++ on z-scores."
     k = _check_k(k)
-    v = np.sort(_check_finite(values, "token values"))
+    v = np.sort(_check_vector(values, "token values", per="token"))
     return float(-v[: max(1, int(len(v) * k))].mean())
 
 def _gradnorm_scores(model, tokenizer, df, answer_col, question_col, p: float) -> np.ndarray:
@@ -406,8 +438,8 @@ def mia_scores(model, tokenizer, df: pd.DataFrame,
 
 def auc_forget_holdout(forget_scores, holdout_scores) -> float:
     "ROC AUC with forget labelled 0 and holdout labelled 1 (1: forget data much more likely than holdout)."
-    f = _check_finite(forget_scores, "forget_scores")
-    h = _check_finite(holdout_scores, "holdout_scores")
+    f = _check_vector(forget_scores, "forget_scores")
+    h = _check_vector(holdout_scores, "holdout_scores")
     return float(roc_auc_score(np.r_[np.zeros(len(f)), np.ones(len(h))], np.r_[f, h]))
 
 def mia_auc(model, tokenizer, forget_df: pd.DataFrame, holdout_df: pd.DataFrame, attack: str = "min_k", k: float = 0.4,
@@ -422,8 +454,8 @@ def mia_auc(model, tokenizer, forget_df: pd.DataFrame, holdout_df: pd.DataFrame,
 # %% ../../nbs/p09_unlearning/02_metrics.ipynb #88119dc6
 def ks_pvalue(model_tr, retain_tr) -> float:
     "Forget Quality from per-example forget truth ratios: the two-sample KS test p-value (scipy ks_2samp)."
-    a = _check_finite(model_tr, "model_tr")
-    b = _check_finite(retain_tr, "retain_tr")
+    a = _check_vector(model_tr, "model_tr")
+    b = _check_vector(retain_tr, "retain_tr")
     return float(ks_2samp(a, b).pvalue)
 
 def _check_retain_tr(retain_tr, n: int) -> np.ndarray:
