@@ -10,7 +10,7 @@ from torch import nn
 
 from .symmetry import (space_group, apply_ops, wrapped_normal, project_to_wyckoff, orbit,
                                            orbit_index, _wrap, symmetrize_cell, invariant_metric, metric_projector,
-                                           noise_factor, metric_norm)
+                                           noise_factor, metric_norm, _NS)
 from .lattice import LatticeGrid
 from .sg_prior import MLP, fourier_features, check_sg_tensor
 from .score_norm import score_norm_table, pruned_images
@@ -18,9 +18,9 @@ from ..core import progress
 
 # %% auto #0
 __all__ = ['METRICS', 'MODES', 've_sigmas', 'WyckoffCosets', 'wyckoff_cosets', 'lattice_matrix', 'AsuBatch', 'make_batch',
-           'cell_coords', 'build_structures', 'wrapped_log_density', 'wrapped_score', 'wrapped_score_torch',
-           'ScoreNorm', 'check_metric_match', 'PeriodicGNN', 'CoordScoreModel', 'symmetrized_score_slow', 'coord_loss',
-           'project_batch', 'init_coords', 'pc_sample']
+           'wyckoff_offsets', 'check_on_wyckoff', 'cell_coords', 'build_structures', 'wrapped_log_density',
+           'wrapped_score', 'wrapped_score_torch', 'ScoreNorm', 'check_metric_match', 'PeriodicGNN', 'CoordScoreModel',
+           'symmetrized_score_slow', 'coord_loss', 'project_batch', 'init_coords', 'pc_sample']
 
 # %% ../../nbs/p05_sgequidiff/06a_coordinate_diffusion.ipynb #aa47ffd3
 def ve_sigmas(T: int = 1000, sigma_min: float = 0.002, sigma_max: float = 0.5) -> np.ndarray:
@@ -59,11 +59,19 @@ def lattice_matrix(params: np.ndarray) -> np.ndarray:
     ("Row-vector lattice matrices (B, 3, 3) from (B, 6) parameters (a along x, b in the xy plane; same metric as "
      "pymatgen).")
     p = np.asarray(params, float).reshape(-1, 6)
+    ok = np.isfinite(p).all(1) & (p[:, :3] > 0).all(1) & (p[:, 3:] > 0).all(1) & (p[:, 3:] < 180).all(1)
+    if not ok.all():
+        raise ValueError("lattice parameters must be finite, lengths > 0 and angles in (0, 180) degrees, got "
+                         f"{p[~ok][:3].tolist()}")
     a, b, c = p[:, 0], p[:, 1], p[:, 2]
     al, be, ga = np.radians(p[:, 3:6]).T
     cx = np.cos(be)
     cy = (np.cos(al) - np.cos(be) * np.cos(ga)) / np.sin(ga)
-    cz = np.sqrt(np.clip(1 - cx ** 2 - cy ** 2, 1e-12, None))
+    v = 1 - cx ** 2 - cy ** 2                              # (V / abc)^2 / sin^2(gamma): <= 0 for an impossible cell
+    if (v <= 0).any():
+        raise ValueError("impossible cell (zero or negative volume): the angles must satisfy |alpha - beta| < gamma < "
+                         f"alpha + beta and alpha + beta + gamma < 360, got {p[v <= 0][:3].tolist()}")
+    cz = np.sqrt(np.clip(v, 1e-12, None))
     M = np.zeros((len(p), 3, 3))
     M[:, 0, 0] = a
     M[:, 1, 0] = b * np.cos(ga)
@@ -136,6 +144,8 @@ def make_batch(designs: list,           # [(sg, lattice (6,), wyckoff indices, e
         la = np.asarray(lat, float)
         if la.shape != (6,) or not np.isfinite(la).all() or (la[:3] <= 0).any():
             raise ValueError(f"design {b}: lattice must be 6 finite numbers with positive lengths, got {lat}")
+        try: lattice_matrix(la)                          # angles in (0, 180) that close a cell of positive volume
+        except ValueError as e: raise ValueError(f"design {b}: {e}") from None
         if any(not 0 <= int(e) < 98 for e in E):
             raise ValueError(f"design {b}: element tokens must be in 0..97 (Z - 1), got {list(E)}")
         sgs.append(sg)
@@ -194,17 +204,58 @@ def make_batch(designs: list,           # [(sg, lattice (6,), wyckoff indices, e
         np.array(Mt),
     )
 
-def cell_coords(batch: AsuBatch, x: np.ndarray) -> np.ndarray:
+@lru_cache(maxsize=None)
+def _residual_table(sg: int, w: int) -> tuple:
+    "(c, Q = I - P, Q n for the 343 lattice shifts n in {-3..3}^3) of one Wyckoff position."
+    wp = space_group(sg).wyckoffs[w]
+    Q = np.eye(3) - wp.P
+    return np.asarray(wp.c, float), Q, _NS @ Q.T
+
+def wyckoff_offsets(batch: AsuBatch, x) -> np.ndarray:
+    ("Periodic distance (n,) of each ASU atom from its Wyckoff representative subspace (symmetry.wyckoff_residual, "
+     "vectorised); 0 for atoms with three degrees of freedom (general positions, and every atom of a plain batch).")
+    x = np.asarray(x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else x, float)
+    if x.shape != (len(batch.elem), 3): raise ValueError(f"x must have shape ({len(batch.elem)}, 3), got {x.shape}")
+    if not np.isfinite(x).all(): raise ValueError("x contains NaN or infinite coordinates")
+    out = np.zeros(len(x))
+    spec = batch.dof < 3
+    if not spec.any(): return out
+    for sg, w in set(zip(batch.atom_sg[spec].tolist(), batch.wyck[spec].tolist())):
+        j = np.flatnonzero(spec & (batch.atom_sg == sg) & (batch.wyck == w))
+        c, Q, QN = _residual_table(sg, w)
+        qd = (np.mod(x[j], 1.0) - c) @ Q.T                                  # |Q(d - n)|^2 expanded over the shifts
+        r2 = (qd ** 2).sum(1)[:, None] - 2 * qd @ QN.T + (QN ** 2).sum(1)[None]
+        out[j] = np.sqrt(np.maximum(r2.min(1), 0.0))
+    return out
+
+def check_on_wyckoff(batch: AsuBatch, x, tol: float = 1e-4):
+    "ValueError unless every ASU atom lies on its Wyckoff representative subspace (within tol, fractional)."
+    r = wyckoff_offsets(batch, x)
+    if (r > tol).any():
+        i = int(r.argmax())
+        raise ValueError(
+            f"ASU atom {i} (space group {batch.atom_sg[i]}, Wyckoff index {batch.wyck[i]}) is {r[i]:.3g} "
+            f"(fractional) off its Wyckoff representative subspace (tol {tol}): its coset images would not form a "
+            "full orbit. Project the coordinates first (project_batch) or use the Wyckoff position they lie on"
+        )
+
+def cell_coords(batch: AsuBatch, x: np.ndarray,
+                check: bool = True,  # ValueError for an atom off its Wyckoff subspace (the cell would not be an orbit)
+               ) -> np.ndarray:
     "Fractional coordinates (m, 3) of every cell atom, (A_g x_i + t_g) mod 1."
+    if check: check_on_wyckoff(batch, x)
     return np.mod(np.einsum("mij,mj->mi", batch.cell_A, x[batch.cell_atom]) + batch.cell_t, 1.0)
 
 # %% ../../nbs/p05_sgequidiff/06a_coordinate_diffusion.ipynb #9a558880
-def build_structures(batch: AsuBatch, x: np.ndarray, symbols: tuple) -> list:
+def build_structures(batch: AsuBatch, x: np.ndarray, symbols: tuple,
+                     check: bool = False,  # True: ValueError for an atom off its Wyckoff subspace (see cell_coords);
+                                           # off by default so that a baseline may place atoms anywhere
+                    ) -> list:
     "One pymatgen Structure per crystal from ASU coordinates x (n, 3) (pyxtal's setting; `symbols`: token -> symbol)."
     # origin choice 2 for the 24 groups of representation.ORIGIN_CHOICE_2: representation.standard_setting shifts a
     # structure to spglib's default setting (origin choice 1), the one Structure.from_spacegroup expects
     from pymatgen.core import Structure, Lattice
-    X = cell_coords(batch, x)
+    X = cell_coords(batch, x, check=check)
     cr = batch.atom_crystal[batch.cell_atom]
     out = []
     for b in range(batch.n_crystals):
@@ -388,6 +439,7 @@ class CoordScoreModel(nn.Module):
 
     def forward(self, batch: AsuBatch, x, log_sigma, project: bool = True) -> torch.Tensor:
         "Normalised score (n, 3) at ASU coordinates x (n, 3); log_sigma per crystal (B,)."
+        if not self.plain: check_on_wyckoff(batch, x)      # the group average needs each cell to be a full orbit
         t = self._tensors(batch)
         dev = self.lo.device
         x = torch.as_tensor(x, dtype=torch.float32, device=dev)

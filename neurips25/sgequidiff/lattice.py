@@ -117,6 +117,9 @@ class LatticeGrid:
         idx = np.asarray(idx)
         if idx.shape[-2:] != (6, self.n_telescopes):
             raise ValueError(f"indices must have shape (..., 6, {self.n_telescopes}), got {idx.shape}")
+        if idx.dtype.kind not in "iu" and not (idx.dtype.kind == "f" and (idx == np.round(idx)).all()):
+            raise ValueError("bin indices must be integers (a non-integer index decodes off the grid), got "
+                             f"{idx.dtype} values such as {idx[idx != np.round(idx)][:3].tolist()}")
         if (idx < 0).any() or (idx >= self.n_bins).any():
             raise ValueError(f"bin indices must be in 0..{self.n_bins - 1}")
         u = np.full(idx.shape[:-1], 0.5)
@@ -127,7 +130,11 @@ class LatticeGrid:
 # %% ../../nbs/p05_sgequidiff/01_lattice.ipynb #10228aea
 def gamma_interval(alpha: float, beta: float, angle_range: tuple = ANGLE_RANGE) -> tuple[float, float]:
     "[|alpha - beta|, alpha + beta] clipped to the angle range (degrees)."
-    return max(abs(alpha - beta), angle_range[0]), min(alpha + beta, angle_range[1])
+    lo, hi = max(abs(alpha - beta), angle_range[0]), min(alpha + beta, angle_range[1])
+    if lo > hi:
+        raise ValueError(f"no valid gamma for alpha={alpha}, beta={beta}: [|alpha - beta|, alpha + beta] = "
+                         f"[{abs(alpha - beta)}, {alpha + beta}] misses the angle range {tuple(angle_range)}")
+    return lo, hi
 
 def _valid_gamma(g, alpha, beta):
     lo, hi = abs(alpha - beta), alpha + beta

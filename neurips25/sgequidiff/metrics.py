@@ -15,17 +15,20 @@ __all__ = ['COV_CUTOFFS', 'structure_validity', 'smact_validity', 'structure_fin
            'unique_mask', 'novel_mask', 'spacegroup_of', 'sg_preservation', 'evaluate']
 
 # %% ../../nbs/p05_sgequidiff/04_metrics.ipynb #08a7e4d6
-def structure_validity(s, cutoff: float = 0.5, min_volume: float = 0.1) -> bool:
-    "All interatomic distances (periodic) >= cutoff Å and volume >= min_volume Å^3."
+def structure_validity(s, cutoff: float = 0.5, min_volume: float = 0.1,
+                       self_images: bool = False,  # also require each atom >= cutoff from its own periodic images
+                                                   # (stricter than CDVAE, which checks distinct atoms only)
+                      ) -> bool:
+    "CDVAE: distances between distinct atoms (minimum image) >= cutoff Å and volume >= min_volume Å^3."
     if len(s) == 0: raise ValueError("structure_validity needs a structure with at least one site, got an empty one")
     if not (np.isfinite(s.frac_coords).all() and np.isfinite(s.lattice.matrix).all()):
         raise ValueError("structure_validity: the structure has NaN or infinite coordinates or lattice")
     if s.volume < min_volume: return False
-    if len(s) == 1:                                    # one atom: its nearest periodic image
-        return bool(min(s.lattice.abc) >= cutoff and s.get_neighbors(s[0], cutoff - 1e-8) == [])
-    d = s.distance_matrix
-    if (d[np.triu_indices(len(s), 1)] < cutoff).any(): return False
-    return all(len(s.get_neighbors(site, cutoff - 1e-8)) == 0 for site in s) if min(s.lattice.abc) < cutoff else True
+    if len(s) > 1:
+        d = s.distance_matrix
+        if (d[np.triu_indices(len(s), 1)] < cutoff).any(): return False
+    if not self_images or min(s.lattice.abc) >= cutoff: return True
+    return all(len(s.get_neighbors(site, cutoff - 1e-8)) == 0 for site in s)
 
 @lru_cache(maxsize=4096)
 def _smact_valid(
@@ -123,7 +126,9 @@ def fingerprints(structs: list, use_symmetry: bool = False) -> tuple[np.ndarray,
 
 COV_CUTOFFS = {"mp_20": (0.4, 10.0), "carbon_24": (0.2, 4.0), "perov_5": (0.2, 4.0), "mpts_52": (0.4, 10.0)}
 
-def coverage(gen_struct_fp, gen_comp_fp, gen_valid,   # generated: fingerprints (n, .) and validity mask (n,)
+def coverage(gen_struct_fp, gen_comp_fp,             # generated: fingerprints (n, .)
+             gen_mask,                                # (n,) crystals that enter the matching: CDVAE's convention is
+                                                      # every crystal whose fingerprint was computed (not validity)
              ref_struct_fp, ref_comp_fp,              # reference fingerprints (m, .)
              struct_cutoff: float = 0.4, comp_cutoff: float = 10.0,
              comp_scale: tuple | None = None,         # (mean, std) of the composition standardisation (default: the
@@ -131,7 +136,7 @@ def coverage(gen_struct_fp, gen_comp_fp, gen_valid,   # generated: fingerprints 
             ) -> dict:
     "COV-R and COV-P (CDVAE): nearest neighbours within both cutoffs; precision over all generated crystals."
     from scipy.spatial.distance import cdist
-    gs, gc, gv = np.asarray(gen_struct_fp, float), np.asarray(gen_comp_fp, float), np.asarray(gen_valid, bool)
+    gs, gc, gv = np.asarray(gen_struct_fp, float), np.asarray(gen_comp_fp, float), np.asarray(gen_mask, bool)
     rs, rc = np.asarray(ref_struct_fp, float), np.asarray(ref_comp_fp, float)
     if len(gs) == 0 or len(rs) == 0: raise ValueError("coverage needs at least one generated and one reference crystal")
     if not (len(gs) == len(gc) == len(gv)) or len(rs) != len(rc):
@@ -154,6 +159,8 @@ def wdist_density(gen: list, ref: list, n_max: int = 1000, rng: np.random.Genera
     if not gen or not ref: raise ValueError("wdist needs non-empty generated and reference sets")
     if any(s is None for s in gen) or any(s is None for s in ref):
         raise ValueError("wdist: None entries (failed samples) must be dropped first")
+    if not isinstance(n_max, (int, np.integer)) or n_max < 1:
+        raise ValueError(f"wdist: n_max (the most generated crystals compared) must be an integer >= 1, got {n_max!r}")
     rng = np.random.default_rng(0) if rng is None else rng
     g = gen if len(gen) <= n_max else [gen[i] for i in rng.choice(len(gen), n_max, replace=False)]
     return float(wasserstein_distance([s.density for s in g], [s.density for s in ref]))
@@ -164,6 +171,8 @@ def wdist_nelements(gen: list, ref: list, n_max: int = 1000, rng: np.random.Gene
     if not gen or not ref: raise ValueError("wdist needs non-empty generated and reference sets")
     if any(s is None for s in gen) or any(s is None for s in ref):
         raise ValueError("wdist: None entries (failed samples) must be dropped first")
+    if not isinstance(n_max, (int, np.integer)) or n_max < 1:
+        raise ValueError(f"wdist: n_max (the most generated crystals compared) must be an integer >= 1, got {n_max!r}")
     rng = np.random.default_rng(0) if rng is None else rng
     g = gen if len(gen) <= n_max else [gen[i] for i in rng.choice(len(gen), n_max, replace=False)]
     return float(
@@ -175,14 +184,21 @@ def csp_matcher():
     from pymatgen.analysis.structure_matcher import StructureMatcher
     return StructureMatcher(stol=0.5, angle_tol=10, ltol=0.3)
 
-def match_rate_rmse(preds: list, gts: list) -> dict:
+def _valid_prediction(s) -> bool:
+    "CDVAE's Crystal.valid for a prediction: structurally and SMACT-valid (an empty or NaN structure is invalid)."
+    try: return bool(structure_validity(s) and smact_validity(s))
+    except ValueError: return False
+
+def match_rate_rmse(preds: list, gts: list,
+                    require_valid: bool = True,  # CDVAE's RecEval: an invalid prediction is no match
+                   ) -> dict:
     "Match rate (fraction of pairs matched) and mean normalised RMSE over matches (CSP protocol)."
     if len(preds) != len(gts) or not gts: raise ValueError("match_rate_rmse needs equally long, non-empty lists")
     sm = csp_matcher()
     rms = []
     for p, g in zip(preds, gts):
         r = None
-        if p is not None:
+        if p is not None and (not require_valid or _valid_prediction(p)):
             try: r = sm.get_rms_dist(p, g)
             except Exception: r = None
         rms.append(np.nan if r is None else r[0])
@@ -241,6 +257,8 @@ def evaluate(gen: list,                       # generated Structures (None for a
              ref_fps: tuple | None = None,    # optional precomputed (struct fp, comp fp, ok) of ref
              n_wdist: int = 1000, seed: int = 0,
              use_symmetry: bool = False,      # fingerprints one site per orbit (see structure_fingerprint)
+             cov_valid_only: bool = False,    # COV matches valid crystals only (stricter); default CDVAE's: every
+                                              # crystal with a fingerprint, valid or not
             ) -> dict:
     "Every proxy metric of a generated set against a reference set (CDVAE/DiffCSP protocol)."
     if dataset not in COV_CUTOFFS: raise ValueError(f"unknown dataset {dataset!r}: one of {sorted(COV_CUTOFFS)}")
@@ -261,7 +279,7 @@ def evaluate(gen: list,                       # generated Structures (None for a
     rS, rC, rok = ref_fps if ref_fps is not None else fingerprints(ref, use_symmetry)
     sc, cc = COV_CUTOFFS[dataset]
     out = dict(n=n, struct_validity=float(sv.mean()), comp_validity=float(cv.mean()), validity=float(valid.mean()))
-    out.update(coverage(S, C, valid & okf, rS[rok], rC[rok], sc, cc))
+    out.update(coverage(S, C, (valid & okf) if cov_valid_only else okf, rS[rok], rC[rok], sc, cc))
     vs = [s for s, v in zip(gen, valid) if v]
     rng = np.random.default_rng(seed)
     out["wdist_density"] = wdist_density(vs, ref, n_wdist, rng) if vs else float("nan")

@@ -22,7 +22,7 @@ from .coord_diffusion import (CoordScoreModel, ScoreNorm, make_batch, coord_loss
 
 # %% auto #0
 __all__ = ['AMP_MODES', 'BENCHMARKS', 'SGEquiDiffConfig', 'full_config', 'CrystalSet', 'encode_crystals', 'synthetic_crystals',
-           'load_training_data', 'resolve_amp', 'fit_discrete', 'fit_coords', 'Sample', 'SGEquiDiff',
+           'load_training_data', 'resolve_amp', 'fit_discrete', 'fit_coords', 'heldout_nll', 'Sample', 'SGEquiDiff',
            'train_sgequidiff', 'ops_preserved', 'symmetry_report']
 
 # %% ../../nbs/p05_sgequidiff/07_train_sample.ipynb #d9765022
@@ -592,6 +592,35 @@ def fit_coords(data: CrystalSet, cfg: SGEquiDiffConfig = SGEquiDiffConfig(), mod
     )
     norm.table.update(extra["norm_table"])
     return model, norm, hist
+
+# %% ../../nbs/p05_sgequidiff/07_train_sample.ipynb #89c637f5
+@torch.no_grad()
+def heldout_nll(mods: dict,            # fit_discrete's modules: sg, lattice, wyckoff
+                train: CrystalSet,     # the crystals they were trained on (their element vocabulary)
+                test: CrystalSet,      # held-out crystals
+                cfg: SGEquiDiffConfig, # the configuration they were built with
+                seed: int,             # the training seed (the untrained twin's initialisation)
+               ) -> dict:
+    "Per-crystal held-out NLLs {module: (trained, baseline)}: p(G) vs uniform over 230, the rest vs an untrained twin."
+    known = set(train.elements())
+    ok_el = np.array([all(element_symbols()[e] in known for e in E) for E in test.E], dtype=bool)
+    t2 = test.subset(np.flatnonzero(ok_el))
+    torch.manual_seed(seed)
+    init = dict(sg=SpaceGroupPrior(), lattice=LatticeSampler(mods["lattice"].grid, hidden=cfg.hidden),
+                wyckoff=WyckoffTransformer(cfg.hidden, cfg.n_layers, cfg.n_heads, cfg.max_atoms, cfg.max_sites,
+                                           mods["lattice"].grid))
+    init["wyckoff"].set_elements(train.elements())                    # same construction and seed as fit_discrete
+    for m in mods.values(): m.cpu()     # on the CPU, beside the untrained baselines (training may have used a GPU)
+    sg = torch.as_tensor(test.sg)
+    per = dict(sg=(-mods["sg"].log_prob(sg).numpy(), np.full(len(test), np.log(230.0))),
+               lattice=(-mods["lattice"].log_prob(sg, test.lattice).numpy(),
+                        -init["lattice"].log_prob(sg, test.lattice).numpy()))
+    if len(t2):
+        def g(): return torch.Generator().manual_seed(0)
+        sg2 = torch.as_tensor(t2.sg)
+        per["wyckoff"] = (-mods["wyckoff"].log_prob(sg2, t2.lattice, t2.W, t2.E, "random", g()).numpy(),
+                          -init["wyckoff"].log_prob(sg2, t2.lattice, t2.W, t2.E, "random", g()).numpy())
+    return per
 
 # %% ../../nbs/p05_sgequidiff/07_train_sample.ipynb #f78c3a90
 @dataclass

@@ -301,6 +301,8 @@ def metric_norm(v: np.ndarray, metric=None) -> np.ndarray:
 def score_norm_mc(G: SpaceGroup, wp: WyckoffPosition, sigma: float, n: int = 2500, K: int = 1,
                   rng: np.random.Generator | None = None, metric=None) -> float:
     "Monte Carlo s_bar = E|projected score| over x0 uniform on wp and metric noise (the port's s_bar: metric None)."
+    if not isinstance(n, (int, np.integer)) or n < 1:
+        raise ValueError(f"score_norm_mc needs n >= 1 Monte Carlo samples (an integer), got {n!r}")
     if wp.dof == 0: return 0.0
     rng = np.random.default_rng(0) if rng is None else rng
     Pm = metric_projector(wp, metric)
