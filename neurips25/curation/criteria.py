@@ -15,16 +15,18 @@ __all__ = ['check_embeddings', 'check_int', 'preprocess', 'balanced_assign', 'ba
            'balanced_kmeans', 'within_cluster_variance', 'variance_reduction', 'purity', 'epsilon_graph', 'RACResult',
            'rac_complete', 'eps_pairs_blocked', 'eps_pairs_ivf', 'edge_recall', 'bench_neighbours', 'Selection',
            'random_select', 'nearest_to_centroid', 'diversity_select', 'Pool', 'prepare_pool', 'sample_pools',
-           'random_balanced_labels', 'cluster_scores', 'curation_experiment']
+           'random_balanced_labels', 'random_same_sizes', 'cluster_scores', 'unigram_heldout', 'curation_experiment']
 
 # %% ../../nbs/p08_curation/03_criteria.ipynb #ab4bdd08
 def check_embeddings(Z, name: str = "embeddings", min_rows: int = 1) -> np.ndarray:
-    "`Z` as a float64 (N, d) array; a clear error for wrong shapes, too few rows, NaN or inf."
+    "`Z` as a float64 (N, d) array; a clear error for wrong shapes, too few rows, complex values, NaN or inf."
     Z = np.asarray(Z)
     if Z.ndim != 2: raise ValueError(f"{name} must be a 2-D (N, d) array, got shape {Z.shape}")
     if Z.shape[0] < min_rows or Z.shape[1] < 1:
         raise ValueError(f"{name} needs at least {min_rows} row(s) and 1 column, got shape {Z.shape}")
     if not np.issubdtype(Z.dtype, np.number): raise ValueError(f"{name} must be numeric, got dtype {Z.dtype}")
+    if np.iscomplexobj(Z):
+        raise ValueError(f"{name} must be real, got complex dtype {Z.dtype}: pass Z.real (or np.abs(Z)) explicitly")
     Z = Z.astype(np.float64, copy=False)
     bad = ~np.isfinite(Z).all(1)
     if bad.any():
@@ -176,6 +178,12 @@ def _top_up(X, C, lab, lo):
         own[take] = ((X[take] - C[j]) ** 2).sum(1)
     return lab
 
+def _check_xc(X, C):
+    "A clear error unless points X (N, d) and centres C (k, d) are 2-D arrays of the same dimension d."
+    xs, cs = np.shape(X), np.shape(C)
+    if len(xs) != 2 or len(cs) != 2 or xs[1] != cs[1]:
+        raise ValueError(f"points X must be (N, d) and centres C (k, d) with the same d, got shapes {xs} and {cs}")
+
 def balanced_assign(X,                 # points, shape (N, d)
                     C,                 # centres, shape (k, d), k <= N
                     block: int = 1024, # rows per distance block
@@ -183,6 +191,7 @@ def balanced_assign(X,                 # points, shape (N, d)
                     device: str | None = None,  # None: numpy; 'cpu', 'cuda' or 'auto': the distance search on torch
                    ) -> np.ndarray:
     "Greedy capacity-constrained assignment of X to C with cluster sizes within the bounds `sizes` sets."
+    _check_xc(X, C)
     N, k = len(X), len(C)
     if not 1 <= k <= N: raise ValueError(f"need 1 <= k <= N clusters, got k={k}, N={N}")
     bounds = _size_bounds(sizes, N, k)
@@ -200,6 +209,7 @@ def balanced_assign_lp(X, C, sizes="paper") -> np.ndarray:
     "The optimal assignment under the size bounds (a transportation LP, integral; HiGHS dual simplex). Slow."
     from scipy.optimize import linprog
     from scipy.sparse import vstack
+    _check_xc(X, C)
     N, k = len(X), len(C)
     if not 1 <= k <= N: raise ValueError(f"need 1 <= k <= N clusters, got k={k}, N={N}")
     b = _size_bounds(sizes, N, k)
@@ -313,7 +323,15 @@ def purity(labels,    # cluster label per example, shape (N,)
     sources = np.asarray(sources)
     if sources.ndim != 1: raise ValueError(f"sources must be 1-D, got shape {sources.shape}")
     lab = _labels(labels, len(sources))
-    _, src = np.unique(sources, return_inverse=True)
+    if sources.dtype.kind in "fcO":                                        # floats and objects can hold NaN / None
+        miss = np.asarray(pd.isna(sources), dtype=bool)
+        if miss.any():
+            raise ValueError(f"sources are missing (None or NaN) for {int(miss.sum())} example(s), e.g. "
+                             f"#{int(np.flatnonzero(miss)[0])}: every example needs a source label")
+    try: _, src = np.unique(sources, return_inverse=True)
+    except TypeError as e:
+        kinds = sorted({type(v).__name__ for v in sources.tolist()})
+        raise ValueError(f"sources mix label types that cannot be compared ({', '.join(kinds)}): use one type") from e
     M = coo_matrix((np.ones(len(lab)), (lab, src.ravel()))).tocsr()         # |C ∩ D_s|
     return float(np.mean(M.max(1).toarray().ravel() / np.asarray(M.sum(1)).ravel()))
 
@@ -555,9 +573,10 @@ def eps_pairs_ivf(Z, eps: float,
     return _recheck(Z, k // N, k % N, eps, max_edges)
 
 def edge_recall(approx, exact) -> float:
-    "Share of the exact graph's pairs (i, j) that the approximate graph found (1.0 for an empty exact graph)."
-    ai, aj = approx[0], approx[1]
-    ei, ej = exact[0], exact[1]
+    ("Share of the exact graph's pairs (i, j) that the approximate graph found (1.0 for an empty exact graph); edges "
+     "are undirected: (i, j) and (j, i) are the same edge.")
+    ai, aj = np.minimum(approx[0], approx[1]), np.maximum(approx[0], approx[1])   # canonical (min, max) order
+    ei, ej = np.minimum(exact[0], exact[1]), np.maximum(exact[0], exact[1])
     if not len(ei): return 1.0
     n = int(max(ai.max(initial=0), aj.max(initial=0), ei.max(), ej.max())) + 1
     return float(np.isin(ei * n + ej, ai * n + aj).mean())
@@ -613,6 +632,7 @@ def random_select(N: int, budget: int, seed: int = 0) -> Selection:
 
 def nearest_to_centroid(Z, labels) -> np.ndarray:
     "For each cluster 0..K-1, the index of the member closest to the cluster mean (ties: smallest index)."
+    Z = check_embeddings(Z)
     lab = _labels(labels, len(Z))
     K = lab.max() + 1
     C = np.zeros((K, Z.shape[1]))
@@ -779,6 +799,7 @@ def sample_pools(docs: pd.DataFrame,            # documents: columns source, spl
                  loss_seed_offset: int = 10_000,  # the loss proxy of seed r has seed r + loss_seed_offset
                  embed_kw: dict | None = None, embed_fn=None, cache: bool | None = None,   # as in prepare_pool
                  amp: bool = False, loss_batch: int = 64,                                  # as in prepare_pool
+                 loss_proxy: bool = True,       # False: no loss proxy and no ℓ(x) (losses empty; C2 needs neither)
                 ) -> list[Pool]:
     """Per seed r: a seeded `fraction` sample of the train split, a proxy of seed r (tokenizer, lm_* embeddings) and
     an independently seeded proxy (seed r + loss_seed_offset) whose checkpoints give ℓ(x) in `losses`."""
@@ -812,7 +833,7 @@ def sample_pools(docs: pd.DataFrame,            # documents: columns source, spl
         tx = [texts[i] for i in idx]
         px = _proxy.train_proxy(tx, cache=cache, seed=r, desc=f"proxy s{r}", **pk)
         pl = _proxy.train_proxy(tx, cache=cache, seed=r + loss_seed_offset, desc=f"loss proxy s{r}",
-                                **{**pk, "tokenizer": px.tokenizer})
+                                **{**pk, "tokenizer": px.tokenizer}) if loss_proxy else None
         def losses_of(p):
             el = lambda m: _proxy.example_losses(m, p.tokenizer, tx, batch_size=loss_batch, amp=amp)
             out = {f"step {s}": el(p.at(s)) for s in loss_steps}
@@ -824,17 +845,26 @@ def sample_pools(docs: pd.DataFrame,            # documents: columns source, spl
             else: X, row = _embed_cached(name, tx, embed_kw, px, embed_fn, cache, amp)
             embs[name] = X
             rows.append({**row, "seed": r})
-        pools.append(Pool(tx, src[idx], names, vtexts, vsrc, px, losses_of(pl), embs, pd.DataFrame(rows), seed=r,
-                          indices=idx, loss_proxy=pl, same_proxy_losses=losses_of(px)))
+        pools.append(Pool(tx, src[idx], names, vtexts, vsrc, px, losses_of(pl) if loss_proxy else {}, embs,
+                          pd.DataFrame(rows), seed=r, indices=idx, loss_proxy=pl,
+                          same_proxy_losses=losses_of(px) if loss_proxy else {}))
     return pools
 
 
 # %% ../../nbs/p08_curation/03_criteria.ipynb #18a271e2
 def random_balanced_labels(N: int, avg_size: int, seed: int = 0) -> np.ndarray:
     "A uniformly random partition into round(N/s) clusters whose sizes differ by at most 1 (the trivial baseline)."
+    N = check_int(N, "N (number of examples)", 1)
     avg_size = check_int(avg_size, "avg_size (average cluster size)", 1, N)
     k = max(1, int(round(N / avg_size)))
     return np.random.default_rng(seed).permutation(N) % k
+
+def random_same_sizes(labels, seed: int = 0) -> np.ndarray:
+    ("A uniformly random partition with the cluster sizes of `labels` (a random permutation of the labelling): the "
+     "size-matched trivial baseline; its own random stream, independent of random_balanced_labels(N, s, seed).")
+    lab = np.asarray(labels)
+    if lab.ndim != 1 or not len(lab): raise ValueError(f"labels must be a non-empty 1-D array, got shape {lab.shape}")
+    return lab[np.random.default_rng([check_int(seed, "seed", 0), 8]).permutation(len(lab))]
 
 def cluster_scores(embeddings: dict,            # name -> raw (N, d) embeddings (preprocessed here)
                    losses: dict,                # checkpoint label -> ℓ(x), each (N,)
@@ -847,32 +877,65 @@ def cluster_scores(embeddings: dict,            # name -> raw (N, d) embeddings 
                    pca_fit_size: int | None = None,  # fit the standardiser and PCA on this many points (paper: 500k)
                    device: str | None = None,   # balanced k-means on torch ('cuda', 'auto'; None: numpy)
                   ) -> pd.DataFrame:
-    "C1 (VR per checkpoint) and C3 (purity) on the same balanced k-means clusterings: one row per combination."
+    ("C1 (VR per checkpoint) and C3 (purity) on the same balanced k-means clusterings: one row per combination; "
+     "`purity_same_sizes` is the purity of a random partition with that clustering's own cluster sizes.")
     sources = np.asarray(sources)
     N = len(sources)
     for k, v in losses.items():
         if len(v) != N: raise ValueError(f"losses {k!r} has {len(v)} values for {N} examples")
+    for name, Z in embeddings.items():
+        if len(Z) != N: raise ValueError(f"embedding {name!r} has {len(Z)} rows for {N} examples")
+    sizes = [check_int(s, "average cluster size s", 1, N) for s in sizes]
+    for s in sizes:                                                      # fail before any clustering
+        k = max(1, int(round(N / s)))
+        b = _size_bounds(kmeans_sizes, N, k)
+        lo = N // k if b is None else b[0]
+        if losses and lo < 2:
+            raise ValueError(f"average cluster size s={s} (N={N}, k={k}, kmeans_sizes={kmeans_sizes!r}) allows "
+                             f"clusters of {lo} member, but the variance reduction needs >= 2 per cluster: use a "
+                             "larger s ('paper' bounds [s/5, 5s] need s > 5)")
     jobs = [(n, s, sd) for n in embeddings for s in sizes for sd in seeds]
     if random_baseline: jobs += [("random partition", s, sd) for s in sizes for sd in seeds]
     pre = {n: preprocess(Z, n_components, fit_size=pca_fit_size) for n, Z in embeddings.items()}
     rows = []
     for name, s, sd in progress(jobs, desc="C1/C3 clusterings"):
-        if len(embeddings.get(name, ())) not in (0, N):
-            raise ValueError(f"embedding {name!r} has {len(embeddings[name])} rows for {N} examples")
         lab = random_balanced_labels(N, s, sd) if name == "random partition" else \
             balanced_kmeans(pre[name], s, seed=sd, sizes=kmeans_sizes, device=device)
         n_c = np.bincount(lab)
         row = {"embedding": name, "avg_size": s, "seed": sd, "purity": purity(lab, sources),
-               "min_size": int(n_c.min()), "max_size": int(n_c.max())}
+               "min_size": int(n_c.min()), "max_size": int(n_c.max()),
+               "purity_same_sizes": purity(random_same_sizes(lab, sd), sources)}
         for k, v in losses.items(): row[f"vr_{k}"] = variance_reduction(v, lab)
         rows.append(row)
     return pd.DataFrame(rows)
 
 # %% ../../nbs/p08_curation/03_criteria.ipynb #a17ad96c
-def curation_experiment(pool: Pool,
+def unigram_heldout(tokenizer,
+                    train_texts: Sequence[str],   # the documents the unigram is fitted on (e.g. a selection)
+                    val_texts: Sequence[str],     # held-out documents
+                    val_sources,                  # source label of each held-out document
+                    n_ctx: int,                   # window length, as the fresh LMs' (<bos> + n_ctx-1 tokens)
+                    alpha: float = 1.0,           # additive smoothing over the tokenizer's whole vocabulary
+                   ) -> pd.DataFrame:
+    ("Mean held-out loss per source of an add-`alpha` unigram model fitted on the target tokens of the same windows a "
+     "fresh LM trains on (the trivial baseline of C2's held-out loss); columns source, loss, n.")
+    if not (isinstance(alpha, numbers.Real) and alpha > 0):
+        raise ValueError(f"alpha must be a number > 0, got {alpha!r}")
+    val_sources = np.asarray(val_sources)
+    if len(val_sources) != len(val_texts):
+        raise ValueError(f"{len(val_texts)} held-out texts but {len(val_sources)} source labels")
+    tr = _proxy.encode_windows(tokenizer, train_texts, n_ctx)["input_ids"][:, 1:].numpy()
+    va = _proxy.encode_windows(tokenizer, val_texts, n_ctx)["input_ids"][:, 1:].numpy()
+    cnt = np.bincount(tr.ravel(), minlength=len(tokenizer)) + float(alpha)
+    logp = np.log(cnt) - np.log(cnt.sum())
+    ev = pd.DataFrame({"source": val_sources, "loss": -logp[va].mean(1)})
+    return ev.groupby("source", sort=True).agg(loss=("loss", "mean"), n=("loss", "size")).reset_index()
+
+def curation_experiment(pool: Pool | Sequence[Pool],  # one pool, or one per seed (sample_pools: seed = pool.seed)
                         methods: Sequence[str],     # "random" or embedding names of pool.embeddings
                         budget: int,                # documents selected, B
-                        seeds: Sequence[int] = (0, 1, 2),  # retraining seeds (also the selector / random-subset seed)
+                        seeds: Sequence[int] | None = None,  # retraining seeds (also the selector / random-subset
+                                                    # seed); None: (0, 1, 2) for one pool, each pool's seed for several
                         train_kw: dict | None = None,  # train_proxy arguments of the fresh LMs (steps fixes the token
                                                        # budget)
                         n_components: int = 64,     # PCA components before the selector
@@ -881,32 +944,62 @@ def curation_experiment(pool: Pool,
                                                         # horizon, max_edges: the full profile's large-pool search)
                         pca_fit_size: int | None = None,  # fit the standardiser and PCA on this many points
                        ) -> pd.DataFrame:
-    "C2: select `budget` pool documents per method and seed, pretrain a fresh LM, evaluate held-out per source."
-    N = len(pool.texts)
-    budget = _check_budget(budget, N)
-    unknown = [m for m in methods if m != "random" and m not in pool.embeddings]
-    if unknown:
-        raise ValueError(f"unknown selection method(s) {unknown}: use 'random' or one of {sorted(pool.embeddings)}")
-    if len(seeds) < 1: raise ValueError("need at least one seed")
+    ("C2: select `budget` pool documents per method and seed, pretrain a fresh LM, evaluate held-out per source; "
+     "beside it the add-one unigram fitted on the selection (`unigram_loss`) and on the pool (`unigram_pool_loss`).")
+    if isinstance(pool, Pool):
+        seeds = (0, 1, 2) if seeds is None else seeds
+        if len(seeds) < 1: raise ValueError("need at least one seed")
+        runs = [(sd, pool) for sd in seeds]         # one pool: every seed selects from it
+    else:
+        pools = list(pool)
+        if not pools or not all(isinstance(p, Pool) for p in pools):
+            raise ValueError("pool must be a Pool or a non-empty sequence of Pools (one per seed, as sample_pools "
+                             "gives)")
+        ps = [p.seed for p in pools]
+        if len(set(ps)) != len(ps): raise ValueError(f"the pools' seeds must be distinct, got {ps}")
+        if seeds is not None and list(seeds) != ps:
+            raise ValueError(f"seeds {list(seeds)} differ from the pools' seeds {ps}: pass seeds=None")
+        runs = [(p.seed, p) for p in pools]
+    methods = list(methods)
+    for _, p in runs:
+        _check_budget(budget, len(p.texts))
+        unknown = [m for m in methods if m != "random" and m not in p.embeddings]
+        if unknown:
+            raise ValueError(f"unknown selection method(s) {unknown}: use 'random' or one of {sorted(p.embeddings)}")
+    budget = check_int(budget, "budget")
     tk = dict(train_kw or {})
-    tk.setdefault("n_ctx", pool.proxy.n_ctx)
-    pre = {m: preprocess(pool.embeddings[m], n_components, fit_size=pca_fit_size) for m in methods if m != "random"}
-    rows, base = [], {}                          # the RAC of an embedding does not depend on the seed: run it once
-    for sd in seeds:
+    rows, pre, base, uni = [], {}, {}, {}        # per pool: preprocessed embeddings, RAC once per embedding, unigram
+    for sd, p in runs:
+        key = id(p)
+        N = len(p.texts)
+        n_ctx = tk.get("n_ctx", p.proxy.n_ctx)
+        if key not in pre:
+            pre[key] = {m: preprocess(p.embeddings[m], n_components, fit_size=pca_fit_size) for m in methods
+                        if m != "random"}
+            uni[key] = unigram_heldout(p.proxy.tokenizer, p.texts, p.val_texts, p.val_sources,
+                                       n_ctx).set_index("source")
+        pool_share = np.bincount(p.sources, minlength=len(p.source_names)) / N
         for m in progress(methods, desc=f"C2 seed {sd}"):
             t0 = time.perf_counter()
             if m == "random": sel = random_select(N, budget, seed=sd)
-            elif m not in base: sel = base[m] = diversity_select(pre[m], budget, seed=sd, **(select_kw or {}))
-            else: sel = _subset(base[m], budget, sd)                 # = diversity_select(pre[m], budget, seed=sd)
+            elif (key, m) not in base:
+                sel = base[key, m] = diversity_select(pre[key][m], budget, seed=sd, **(select_kw or {}))
+            else: sel = _subset(base[key, m], budget, sd)             # = diversity_select(pre[m], budget, seed=sd)
             t_sel = time.perf_counter() - t0
-            px = _proxy.train_proxy([pool.texts[i] for i in sel.indices], tokenizer=pool.proxy.tokenizer, seed=sd,
-                                    cache=cache, desc=f"{m} s{sd}", **tk)
-            hb = _proxy.heldout_by_source(px.model, px.tokenizer, pool.val_texts, pool.val_sources,
+            tx = [p.texts[i] for i in sel.indices]
+            px = _proxy.train_proxy(tx, tokenizer=p.proxy.tokenizer, seed=sd, cache=cache, desc=f"{m} s{sd}",
+                                    **{"n_ctx": n_ctx, **tk})
+            hb = _proxy.heldout_by_source(px.model, px.tokenizer, p.val_texts, p.val_sources,
                                           amp=bool(tk.get("amp")))
-            share = np.bincount(pool.sources[sel.indices], minlength=len(pool.source_names)) / budget
+            ug = unigram_heldout(p.proxy.tokenizer, tx, p.val_texts, p.val_sources, n_ctx).set_index("source")
+            share = np.bincount(p.sources[sel.indices], minlength=len(p.source_names)) / budget
             for _, r in hb.iterrows():
-                rows.append({"method": m, "seed": sd, "source": pool.source_names[int(r.source)], "loss": r.loss,
-                             "accuracy": r.accuracy, "n_val": int(r.n), "selected_share": share[int(r.source)],
+                s_ = int(r.source)
+                rows.append({"method": m, "seed": sd, "source": p.source_names[s_], "loss": r.loss,
+                             "accuracy": r.accuracy, "n_val": int(r.n), "selected_share": share[s_],
                              "eps": sel.eps, "n_clusters": sel.n_clusters, "select_s": t_sel,
-                             "train_tokens": px.n_tokens, "tokens_per_s": px.tokens_per_s})
+                             "train_tokens": px.n_tokens, "tokens_per_s": px.tokens_per_s,
+                             "unigram_loss": float(ug.loss.loc[s_]), "unigram_pool_loss": float(uni[key].loss.loc[s_]),
+                             "pool_share": pool_share[s_], "pool_docs": N})
     return pd.DataFrame(rows)
+
