@@ -3,6 +3,7 @@
 # %% ../../nbs/p11_ebm_geometry/02_geodesics.ipynb #338f6eae
 from __future__ import annotations
 import math
+import numbers
 import warnings
 import numpy as np
 import torch
@@ -48,6 +49,8 @@ def path_length(path, metric: Metric, rule: str = "sym") -> torch.Tensor:
 
 def lerp_path(x0, x1, T: int = 64) -> torch.Tensor:
     "Straight-line paths (B, T+1, D) between endpoint batches (B, D)."
+    if not isinstance(T, numbers.Integral) or isinstance(T, bool) or T < 1:
+        raise ValueError(f"T (segments) must be an int >= 1, got {T!r}")
     x0, x1 = torch.as_tensor(x0), torch.as_tensor(x1)
     if x0.ndim != 2 or x0.shape != x1.shape:
         raise ValueError(f"x0 and x1 must both be (B, D) of the same shape, got {tuple(x0.shape)} and "
@@ -67,22 +70,28 @@ class GeodesicConvergenceWarning(UserWarning):
     "Some pairs of a batched geodesic solve did not reach the gradient tolerance."
 
 def path_residual(path, metric: Metric, rule: str = "sym") -> torch.Tensor:
-    "Relative first-order residual |grad_inner E_b| |x1 - x0| / (T E_b) of each path (B,): 0 at a discrete geodesic."
-    # dimensionless: for the Euclidean line with one interior point moved by delta it is ~ 4 delta/|x1 - x0|
+    "Relative first-order residual |grad_inner E_b| L_b / (T E_b) per path (B,), L_b its length: 0 at a geodesic."
+    # dimensionless: for the Euclidean line with one interior point moved by delta it is ~ 4 delta/|x1 - x0|. The
+    # scale is the path's own Euclidean length sum |P[t+1] - P[t]|, which is |x1 - x0| on a straight line; scaling
+    # by the endpoint distance instead made a closed loop (x0 == x1) read 0, i.e. "stationary", whatever its energy.
+    # The ratio is scale-free, so a loop shrunk to round-off size still reads O(1): a path shorter than
+    # 1e-6 x (1 + max |P|) is a point to working precision (L-BFGS stops on energy changes < 1e-15) and reads 0
     path = _check_path(path)
     with torch.enable_grad():
         P = path.detach().clone().requires_grad_(True)
         E = path_energy(P, metric, rule)
         g, = torch.autograd.grad(E.sum(), P)
     T = path.shape[1] - 1
-    span = (path[:, -1] - path[:, 0]).norm(dim=-1)
-    return g[:, 1:-1].flatten(1).norm(dim=-1) * span / (T * E.detach()).clamp_min(1e-300)
+    span = (path[:, 1:] - path[:, :-1]).norm(dim=-1).sum(-1)           # Euclidean length of the polygon
+    r = g[:, 1:-1].flatten(1).norm(dim=-1) * span / (T * E.detach()).clamp_min(1e-300)
+    point = span <= 1e-6 * (1 + path.detach().flatten(1).abs().max(-1).values)
+    return torch.where(point, torch.zeros_like(r), r)
 
 def resample_path(path, T: int) -> torch.Tensor:
     "Piecewise-linear resampling of paths (B, N+1, D) onto the uniform grid t_i = i/T; returns (B, T+1, D)."
     path = _check_path(path)
     N = path.shape[1] - 1
-    if not isinstance(T, int) or T < 1: raise ValueError(f"T must be a positive int, got {T!r}")
+    if not isinstance(T, int) or isinstance(T, bool) or T < 1: raise ValueError(f"T must be a positive int, got {T!r}")
     s = torch.linspace(0, N, T + 1, dtype=path.dtype, device=path.device)     # position on the old grid, in segments
     k = s.floor().long().clamp(max=N - 1)
     f = (s - k)[None, :, None]
@@ -480,6 +489,7 @@ def geodesic_path(x0, x1,                      # endpoint batches (B, D) (or sin
         raise ValueError(
             f"x0 and x1 must both have shape (B, {metric.dim}), got {tuple(x0.shape)} and {tuple(x1.shape)}"
         )
+    if len(x0) == 0: raise ValueError("x0 and x1 hold no endpoint pair: the batch size B must be >= 1")
     if not (torch.isfinite(x0).all() and torch.isfinite(x1).all()): raise ValueError("endpoints contain NaN or inf")
     if not isinstance(T, int) or T < 2: raise ValueError(f"T must be an int >= 2, got {T!r}")
     if method not in ("lbfgs", "adam"): raise ValueError(f"method must be 'lbfgs' or 'adam', got {method!r}")
@@ -598,6 +608,8 @@ def geodesic_rhs(x, v, metric: Metric) -> torch.Tensor:
 
 def shoot(x0, v0, metric: Metric, n_steps: int = 256, t1: float = 1.0) -> torch.Tensor:
     "Integrate the conformal geodesic ODE with RK4 from (x0, v0) (B, D) over [0, t1]; returns (B, n_steps+1, D)."
+    if not isinstance(n_steps, numbers.Integral) or isinstance(n_steps, bool) or n_steps < 1:
+        raise ValueError(f"n_steps must be an int >= 1, got {n_steps!r}")
     x, v = torch.as_tensor(x0, dtype=torch.float64).clone(), torch.as_tensor(v0, dtype=torch.float64).clone()
     if x.ndim == 1: x, v = x[None], v[None]
     h = t1 / n_steps

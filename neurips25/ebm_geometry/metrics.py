@@ -3,6 +3,7 @@
 # %% ../../nbs/p11_ebm_geometry/01_metrics.ipynb #fbbfd7b3
 from __future__ import annotations
 import math
+import warnings
 from dataclasses import dataclass, field
 from typing import Callable
 import numpy as np
@@ -10,13 +11,21 @@ import torch
 from .data import _as_points
 
 # %% auto #0
-__all__ = ['FORMS', 'CalibrationError', 'calibrate', 'calibrate_grid', 'MetricError', 'Metric', 'euclidean', 'softplus_floor',
-           'softplus_floor_inverse', 'energy_metric', 'inverse_density_metric', 'calibration_sets', 'toy_grid',
-           'energy_metrics', 'fit_rbf', 'rbf_metric', 'land_h', 'land_metric']
+__all__ = ['FORMS', 'CalibrationError', 'CalibrationWarning', 'calibrate', 'calibrate_grid', 'MetricError', 'Metric', 'euclidean',
+           'softplus_floor', 'softplus_floor_inverse', 'energy_metric', 'inverse_density_metric', 'calibration_sets',
+           'toy_grid', 'energy_metrics', 'fit_rbf', 'rbf_metric', 'land_h', 'land_metric']
 
 # %% ../../nbs/p11_ebm_geometry/01_metrics.ipynb #7aae8bc3
 class CalibrationError(ValueError):
     "The (alpha, beta) calibration cannot produce a positive metric."
+
+class CalibrationWarning(UserWarning):
+    "The (alpha, beta) calibration gives lambda <= 0 on part of the data (direct form, mean-based equations)."
+
+def _as_float(h):
+    "h as a floating tensor (integer input is cast to float64, so its mean and the equations are exact)."
+    h = torch.as_tensor(h)
+    return h if h.is_floating_point() else h.double()
 
 FORMS = ("direct", "inverse")
 
@@ -37,10 +46,11 @@ def calibrate(h_on: torch.Tensor,     # h on the data S_M, shape (n,) or (n, D)
               h_off: torch.Tensor,    # h off the data S_Mbar (straight-line midpoints), same trailing shape
               form: str = "direct",   # "direct": lambda = alpha h + beta;  "inverse": lambda = 1/(alpha h + beta)
               ratio: float = 1e3,     # target lambda off / lambda on (paper: 10^3)
+              strict: bool = False,   # direct form: raise (not warn) when lambda <= 0 at some point of S_M
              ) -> tuple[torch.Tensor, torch.Tensor]:
     "Paper-mode calibration (mean-based reading of Supp. C.1): mean lambda-targets 1 on S_M and `ratio` on S_Mbar."
     _check_form(form)
-    h_on, h_off = torch.as_tensor(h_on), torch.as_tensor(h_off)
+    h_on, h_off = _as_float(h_on), _as_float(h_off)
     ratio = _check_ratio(ratio)
     if h_on.ndim not in (1, 2) or h_off.ndim not in (1, 2) or h_on.shape[1:] != h_off.shape[1:]:
         raise ValueError(f"h_on and h_off must be (n,) or (n, D) with the same trailing shape, got "
@@ -55,11 +65,23 @@ def calibrate(h_on: torch.Tensor,     # h on the data S_M, shape (n,) or (n, D)
         )
     alpha = (t_on - t_off) / (a - b)   # alpha (h_on - h_off) = t_on - t_off
     beta = t_on - alpha * a
-    if form == "direct" and (alpha < 0).any() or form == "inverse" and (alpha < 0).any():
+    if (alpha < 0).any():            # direct: E must be lower on the data; inverse: the density must be higher there
+        side = "smaller" if form == "direct" else "larger"
         raise CalibrationError(
-            "calibration failure: h is not larger on the data than off it "
-            f"({'E' if form == 'direct' else 'density'} has the wrong orientation), alpha={alpha.tolist()}"
+            f"calibration failure: h is not {side} on the data than off it "
+            f"({'E' if form == 'direct' else 'density'} has the wrong orientation: mean h on the data {a.tolist()}, "
+            f"off it {b.tolist()}), alpha={alpha.tolist()}"
         )
+    if form == "direct":             # only the MEAN of alpha h + beta is 1 on S_M: its low-h points can fall to <= 0
+        lam_min = alpha * h_on.min(0).values + beta
+        if (lam_min <= 0).any():
+            frac = float(((alpha * h_on + beta) <= 0).double().mean())
+            msg = (f"calibration failure: lambda = alpha h + beta <= 0 on {frac:.0%} of the data set S_M (min "
+                   f"{lam_min.min().item():.3g}; alpha={alpha.tolist()}, beta={beta.tolist()}): the mean-based "
+                   "equations cannot map this spread of h onto [1, ratio]; use calibrate_grid (the released code) or a "
+                   "floor")
+            if strict: raise CalibrationError(msg)
+            warnings.warn(msg, CalibrationWarning, stacklevel=2)
     if form == "inverse" and (beta <= 0).any():
         raise CalibrationError(
             "calibration failure: beta <= 0, so lambda = 1/(alpha h + beta) is non-positive where h -> 0 "
@@ -73,7 +95,7 @@ def calibrate_grid(h_grid: torch.Tensor,  # h on a fixed grid, shape (n,) or (n,
                   ) -> tuple[torch.Tensor, torch.Tensor]:
     "Code-mode calibration: min-max h over the grid onto [0, ratio] + 1 (direct) or onto [1/ratio, 1] (inverse)."
     _check_form(form)
-    h = torch.as_tensor(h_grid)
+    h = _as_float(h_grid)
     ratio = _check_ratio(ratio)
     if h.ndim not in (1, 2): raise ValueError(f"h_grid must be (n,) or (n, D), got shape {tuple(h.shape)}")
     if h.shape[0] < 2: raise ValueError("the calibration grid needs at least 2 points")
@@ -223,7 +245,7 @@ def energy_metrics(energy: Callable,          # x (n, D) -> E(x), differentiable
             on, off = calibration_sets(X, n_pairs, seed)
             Eon, Eoff = energy(on), energy(off)
             dim = on.shape[1]
-            aE, bE = calibrate(Eon, Eoff, "direct", ratio)
+            aE, bE = calibrate(Eon, Eoff, "direct", ratio, strict=floor is None)   # a floor keeps lambda >= floor
             aP, bP = calibrate(torch.exp(-Eon), torch.exp(-Eoff), "inverse", ratio)
         else: raise ValueError(f"mode must be 'grid' or 'paper', got {mode!r}")
     return {prefix + "G_E": energy_metric(energy, aE, bE, dim, name=prefix + "G_E", floor=floor, mode=mode),
