@@ -10,8 +10,8 @@ from torch import nn
 
 from .symmetry import (space_group, apply_ops, wrapped_normal, project_to_wyckoff, orbit,
                                            orbit_index, _wrap, symmetrize_cell, invariant_metric, metric_projector,
-                                           noise_factor, metric_norm, _NS)
-from .lattice import LatticeGrid
+                                           noise_factor, metric_norm, wyckoff_residual)
+from .lattice import LatticeGrid, cell_volume
 from .sg_prior import MLP, fourier_features, check_sg_tensor
 from .score_norm import score_norm_table, pruned_images
 from ..core import progress
@@ -61,17 +61,17 @@ def lattice_matrix(params: np.ndarray) -> np.ndarray:
     p = np.asarray(params, float).reshape(-1, 6)
     ok = np.isfinite(p).all(1) & (p[:, :3] > 0).all(1) & (p[:, 3:] > 0).all(1) & (p[:, 3:] < 180).all(1)
     if not ok.all():
-        raise ValueError("lattice parameters must be finite, lengths > 0 and angles in (0, 180) degrees, got "
+        raise ValueError("lattice must be 6 finite numbers with lengths > 0 and angles in (0, 180) degrees, got "
                          f"{p[~ok][:3].tolist()}")
+    bad = cell_volume(p) <= 0                                                        # lattice.cell_volume
+    if bad.any():
+        raise ValueError("impossible cell (zero or negative volume): the angles must satisfy |alpha - beta| < gamma < "
+                         f"alpha + beta and alpha + beta + gamma < 360, got {p[bad][:3].tolist()}")
     a, b, c = p[:, 0], p[:, 1], p[:, 2]
     al, be, ga = np.radians(p[:, 3:6]).T
     cx = np.cos(be)
     cy = (np.cos(al) - np.cos(be) * np.cos(ga)) / np.sin(ga)
-    v = 1 - cx ** 2 - cy ** 2                              # (V / abc)^2 / sin^2(gamma): <= 0 for an impossible cell
-    if (v <= 0).any():
-        raise ValueError("impossible cell (zero or negative volume): the angles must satisfy |alpha - beta| < gamma < "
-                         f"alpha + beta and alpha + beta + gamma < 360, got {p[v <= 0][:3].tolist()}")
-    cz = np.sqrt(np.clip(v, 1e-12, None))
+    cz = np.sqrt(np.clip(1 - cx ** 2 - cy ** 2, 1e-12, None))     # (V / abc) / sin(gamma) > 0 for a possible cell
     M = np.zeros((len(p), 3, 3))
     M[:, 0, 0] = a
     M[:, 1, 0] = b * np.cos(ga)
@@ -142,9 +142,9 @@ def make_batch(designs: list,           # [(sg, lattice (6,), wyckoff indices, e
         if len(W) != len(E) or not len(W):
             raise ValueError(f"design {b}: need as many elements as Wyckoff indices (at least one)")
         la = np.asarray(lat, float)
-        if la.shape != (6,) or not np.isfinite(la).all() or (la[:3] <= 0).any():
-            raise ValueError(f"design {b}: lattice must be 6 finite numbers with positive lengths, got {lat}")
-        try: lattice_matrix(la)                          # angles in (0, 180) that close a cell of positive volume
+        if la.shape != (6,):
+            raise ValueError(f"design {b}: lattice must be 6 finite numbers (a, b, c, alpha, beta, gamma), got {lat}")
+        try: lattice_matrix(la)           # finite, lengths > 0, angles in (0, 180) that close a cell of positive volume
         except ValueError as e: raise ValueError(f"design {b}: {e}") from None
         if any(not 0 <= int(e) < 98 for e in E):
             raise ValueError(f"design {b}: element tokens must be in 0..97 (Z - 1), got {list(E)}")
@@ -204,16 +204,9 @@ def make_batch(designs: list,           # [(sg, lattice (6,), wyckoff indices, e
         np.array(Mt),
     )
 
-@lru_cache(maxsize=None)
-def _residual_table(sg: int, w: int) -> tuple:
-    "(c, Q = I - P, Q n for the 343 lattice shifts n in {-3..3}^3) of one Wyckoff position."
-    wp = space_group(sg).wyckoffs[w]
-    Q = np.eye(3) - wp.P
-    return np.asarray(wp.c, float), Q, _NS @ Q.T
-
 def wyckoff_offsets(batch: AsuBatch, x) -> np.ndarray:
-    ("Periodic distance (n,) of each ASU atom from its Wyckoff representative subspace (symmetry.wyckoff_residual, "
-     "vectorised); 0 for atoms with three degrees of freedom (general positions, and every atom of a plain batch).")
+    ("Periodic distance (n,) of each ASU atom from its Wyckoff representative subspace (symmetry.wyckoff_residual "
+     "per position); 0 for atoms with three degrees of freedom (general positions, and every atom of a plain batch).")
     x = np.asarray(x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else x, float)
     if x.shape != (len(batch.elem), 3): raise ValueError(f"x must have shape ({len(batch.elem)}, 3), got {x.shape}")
     if not np.isfinite(x).all(): raise ValueError("x contains NaN or infinite coordinates")
@@ -222,10 +215,7 @@ def wyckoff_offsets(batch: AsuBatch, x) -> np.ndarray:
     if not spec.any(): return out
     for sg, w in set(zip(batch.atom_sg[spec].tolist(), batch.wyck[spec].tolist())):
         j = np.flatnonzero(spec & (batch.atom_sg == sg) & (batch.wyck == w))
-        c, Q, QN = _residual_table(sg, w)
-        qd = (np.mod(x[j], 1.0) - c) @ Q.T                                  # |Q(d - n)|^2 expanded over the shifts
-        r2 = (qd ** 2).sum(1)[:, None] - 2 * qd @ QN.T + (QN ** 2).sum(1)[None]
-        out[j] = np.sqrt(np.maximum(r2.min(1), 0.0))
+        out[j] = wyckoff_residual(space_group(sg).wyckoffs[w], np.mod(x[j], 1.0))
     return out
 
 def check_on_wyckoff(batch: AsuBatch, x, tol: float = 1e-4):
@@ -248,8 +238,8 @@ def cell_coords(batch: AsuBatch, x: np.ndarray,
 
 # %% ../../nbs/p05_sgequidiff/06a_coordinate_diffusion.ipynb #9a558880
 def build_structures(batch: AsuBatch, x: np.ndarray, symbols: tuple,
-                     check: bool = False,  # True: ValueError for an atom off its Wyckoff subspace (see cell_coords);
-                                           # off by default so that a baseline may place atoms anywhere
+                     check: bool = True,  # ValueError for an atom off its Wyckoff subspace (see cell_coords); False
+                                          # for a deliberate off-subspace placement (the uniform-coordinates demo)
                     ) -> list:
     "One pymatgen Structure per crystal from ASU coordinates x (n, 3) (pyxtal's setting; `symbols`: token -> symbol)."
     # origin choice 2 for the 24 groups of representation.ORIGIN_CHOICE_2: representation.standard_setting shifts a
@@ -437,9 +427,12 @@ class CoordScoreModel(nn.Module):
         batch._t = t
         return t
 
-    def forward(self, batch: AsuBatch, x, log_sigma, project: bool = True) -> torch.Tensor:
+    def forward(self, batch: AsuBatch, x, log_sigma, project: bool = True,
+                check: bool = True,  # refuse x off its Wyckoff subspaces; coord_loss, pc_sample and
+                                     # coords_log_likelihood check their input once and pass False in their loops
+               ) -> torch.Tensor:
         "Normalised score (n, 3) at ASU coordinates x (n, 3); log_sigma per crystal (B,)."
-        if not self.plain: check_on_wyckoff(batch, x)      # the group average needs each cell to be a full orbit
+        if check and not self.plain: check_on_wyckoff(batch, x)  # the group average needs each cell to be a full orbit
         t = self._tensors(batch)
         dev = self.lo.device
         x = torch.as_tensor(x, dtype=torch.float32, device=dev)
@@ -497,6 +490,7 @@ def coord_loss(model: CoordScoreModel, batch: AsuBatch,
         raise ValueError(f"x0 must be finite with shape ({len(batch.elem)}, 3)")
     if target not in ("auto", "numpy", "torch"):
         raise ValueError(f"target must be auto, numpy or torch, got {target!r}")
+    if not model.plain: check_on_wyckoff(batch, x0)     # once here: the noise below stays on the subspaces
     t = rng.integers(len(sigmas), size=batch.n_crystals)
     sig_c = sigmas[t]
     sig = sig_c[batch.atom_crystal]
@@ -507,7 +501,7 @@ def coord_loss(model: CoordScoreModel, batch: AsuBatch,
     if target == "torch" or (target == "auto" and dev.type == "cuda"):       # on the GPU: no numpy target on the host
         target = wrapped_score_torch(batch, x0, xt, sig, K, dev) / torch.as_tensor(sb, dtype=torch.float64, device=dev)
     else: target = wrapped_score(batch, x0, xt, sig, K) / sb
-    pred = model(batch, xt, np.log(sig_c))
+    pred = model(batch, xt, np.log(sig_c), check=False)
     w = torch.as_tensor(batch.dof > 0, device=pred.device)
     if not w.any(): return pred.sum() * 0.0
     return ((pred - torch.as_tensor(target, dtype=torch.float32, device=pred.device)) ** 2).sum(-1)[w].mean()
@@ -553,7 +547,7 @@ def pc_sample(model: CoordScoreModel, batch: AsuBatch,
     def score(x, s):
         sig = np.full(n, s)
         return (
-            model(batch, x, np.full(B, np.log(s))).double().cpu().numpy()
+            model(batch, x, np.full(B, np.log(s)), check=False).double().cpu().numpy()   # x: init_coords, projected
             * norm(batch.atom_sg, batch.wyck, sig, plain)[:, None]
         )
     def crystal_mean(v):                                    # per-crystal mean of per-atom norms over moving atoms

@@ -6,7 +6,7 @@ import numpy as np
 import torch
 
 from .symmetry import space_group
-from .coord_diffusion import AsuBatch, CoordScoreModel, ScoreNorm
+from .coord_diffusion import AsuBatch, CoordScoreModel, ScoreNorm, check_on_wyckoff
 
 # %% auto #0
 __all__ = ['subspace_bases', 'uniform_prior_logp', 'pf_log_likelihood', 'coords_log_likelihood']
@@ -89,9 +89,10 @@ def pf_log_likelihood(score_fn,                 # (x (n, 3) torch, sigma float) 
 def coords_log_likelihood(model: CoordScoreModel, norm: ScoreNorm, batch: AsuBatch, x0: np.ndarray,
                           sigma_min: float, sigma_max: float, n_steps: int = 50) -> np.ndarray:
     "log p(X | W, E, G, L) per crystal by the probability-flow ODE of the trained coordinate model."
+    if not model.plain: check_on_wyckoff(batch, x0)   # once here: the projected flow keeps x on the subspaces
     B = batch.n_crystals
     def score_fn(x, s):
-        out = model(batch, x.float(), np.full(B, np.log(s))).double()
+        out = model(batch, x.float(), np.full(B, np.log(s)), check=False).double()
         sb = torch.as_tensor(
             norm(batch.atom_sg, batch.wyck, np.full(len(batch.elem), s), model.plain),
             dtype=out.dtype,

@@ -454,6 +454,17 @@ def _discrete_val_loss(mods: dict, val: CrystalSet, seed: int, chunk: int = 512)
         tot["wyckoff"] -= mods["wyckoff"].log_prob(sg, v.lattice, v.W, v.E, "random", g).sum().item()
     return {k: x / len(val) for k, x in tot.items()}
 
+def _discrete_modules(cfg: SGEquiDiffConfig, grid: LatticeGrid, elements) -> dict:
+    ("Freshly initialised p(G), p(L|G), p(N,W,E|G,L) (from the current torch seed), in this order: fit_discrete's "
+     "modules and heldout_nll's untrained twin.")
+    return dict(
+        sg=SpaceGroupPrior(),
+        lattice=LatticeSampler(grid, hidden=cfg.hidden),
+        wyckoff=WyckoffTransformer(
+            cfg.hidden, cfg.n_layers, cfg.n_heads, cfg.max_atoms, cfg.max_sites, grid
+        ).set_elements(elements),
+    )
+
 def fit_discrete(data: CrystalSet, cfg: SGEquiDiffConfig = SGEquiDiffConfig(), seed: int = 0, device: str = "auto",
                  val: CrystalSet | None = None):     # validation crystals (needed when cfg.val_every > 0)
     ("Train p(G), p(L|G), p(N,W,E|G,L) jointly (per-module early stopping on `val` if cfg.val_every); return (modules "
@@ -463,14 +474,7 @@ def fit_discrete(data: CrystalSet, cfg: SGEquiDiffConfig = SGEquiDiffConfig(), s
     dev = get_device(device)
     torch.manual_seed(seed)
     amp = resolve_amp(cfg.amp, dev)
-    grid = LatticeGrid(LENGTH_RANGES[cfg.dataset])
-    mods = dict(
-        sg=SpaceGroupPrior(),
-        lattice=LatticeSampler(grid, hidden=cfg.hidden),
-        wyckoff=WyckoffTransformer(
-            cfg.hidden, cfg.n_layers, cfg.n_heads, cfg.max_atoms, cfg.max_sites, grid
-        ).set_elements(data.elements()),
-    )
+    mods = _discrete_modules(cfg, LatticeGrid(LENGTH_RANGES[cfg.dataset]), data.elements())
     for m in mods.values(): m.to(dev)
     opt = torch.optim.AdamW([{"params": list(m.parameters())} for m in mods.values()],  # one group per module: its own
                                                                                         # lr
@@ -601,26 +605,28 @@ def heldout_nll(mods: dict,            # fit_discrete's modules: sg, lattice, wy
                 cfg: SGEquiDiffConfig, # the configuration they were built with
                 seed: int,             # the training seed (the untrained twin's initialisation)
                ) -> dict:
-    "Per-crystal held-out NLLs {module: (trained, baseline)}: p(G) vs uniform over 230, the rest vs an untrained twin."
+    ("Per-crystal held-out NLLs {module: (trained, baseline)}: p(G) vs uniform over 230, the rest vs an untrained "
+     "twin. Computed on the CPU; `mods` go back to their own devices afterwards.")
     known = set(train.elements())
     ok_el = np.array([all(element_symbols()[e] in known for e in E) for E in test.E], dtype=bool)
     t2 = test.subset(np.flatnonzero(ok_el))
     torch.manual_seed(seed)
-    init = dict(sg=SpaceGroupPrior(), lattice=LatticeSampler(mods["lattice"].grid, hidden=cfg.hidden),
-                wyckoff=WyckoffTransformer(cfg.hidden, cfg.n_layers, cfg.n_heads, cfg.max_atoms, cfg.max_sites,
-                                           mods["lattice"].grid))
-    init["wyckoff"].set_elements(train.elements())                    # same construction and seed as fit_discrete
+    init = _discrete_modules(cfg, mods["lattice"].grid, train.elements())   # same construction and seed as fit_discrete
+    devs = {k: next(m.parameters()).device for k, m in mods.items()}
     for m in mods.values(): m.cpu()     # on the CPU, beside the untrained baselines (training may have used a GPU)
-    sg = torch.as_tensor(test.sg)
-    per = dict(sg=(-mods["sg"].log_prob(sg).numpy(), np.full(len(test), np.log(230.0))),
-               lattice=(-mods["lattice"].log_prob(sg, test.lattice).numpy(),
-                        -init["lattice"].log_prob(sg, test.lattice).numpy()))
-    if len(t2):
-        def g(): return torch.Generator().manual_seed(0)
-        sg2 = torch.as_tensor(t2.sg)
-        per["wyckoff"] = (-mods["wyckoff"].log_prob(sg2, t2.lattice, t2.W, t2.E, "random", g()).numpy(),
-                          -init["wyckoff"].log_prob(sg2, t2.lattice, t2.W, t2.E, "random", g()).numpy())
-    return per
+    try:
+        sg = torch.as_tensor(test.sg)
+        per = dict(sg=(-mods["sg"].log_prob(sg).numpy(), np.full(len(test), np.log(230.0))),
+                   lattice=(-mods["lattice"].log_prob(sg, test.lattice).numpy(),
+                            -init["lattice"].log_prob(sg, test.lattice).numpy()))
+        if len(t2):
+            def g(): return torch.Generator().manual_seed(0)
+            sg2 = torch.as_tensor(t2.sg)
+            per["wyckoff"] = (-mods["wyckoff"].log_prob(sg2, t2.lattice, t2.W, t2.E, "random", g()).numpy(),
+                              -init["wyckoff"].log_prob(sg2, t2.lattice, t2.W, t2.E, "random", g()).numpy())
+        return per
+    finally:
+        for k, m in mods.items(): m.to(devs[k])                             # the caller's modules where they were
 
 # %% ../../nbs/p05_sgequidiff/07_train_sample.ipynb #f78c3a90
 @dataclass
