@@ -152,6 +152,11 @@ def _size_bounds(sizes, N: int, k: int) -> tuple[int, int] | None:
                          f"(need k*lo <= N <= k*hi)")
     return lo, hi
 
+def _size_range(sizes, N: int, k: int) -> tuple[int, int]:
+    "(lo, hi) cluster sizes that `sizes` allows: its bounds, or (floor(N/k), ceil(N/k)) for 'equal'."
+    b = _size_bounds(sizes, N, k)
+    return b if b is not None else (N // k, -(-N // k))
+
 def _top_up(X, C, lab, lo):
     "Move points into clusters below `lo`, cheapest extra squared distance first, donors staying >= lo (in place)."
     k = len(C)
@@ -212,8 +217,7 @@ def balanced_assign_lp(X, C, sizes="paper") -> np.ndarray:
     _check_xc(X, C)
     N, k = len(X), len(C)
     if not 1 <= k <= N: raise ValueError(f"need 1 <= k <= N clusters, got k={k}, N={N}")
-    b = _size_bounds(sizes, N, k)
-    lo, hi = b if b is not None else (N // k, -(-N // k))
+    lo, hi = _size_range(sizes, N, k)
     D = ((X[:, None, :] - C[None]) ** 2).sum(-1)
     v = np.arange(N * k)
     A_eq = coo_matrix((np.ones(N * k), (v // k, v)), shape=(N, N * k)).tocsr()        # one cluster per point
@@ -888,8 +892,7 @@ def cluster_scores(embeddings: dict,            # name -> raw (N, d) embeddings 
     sizes = [check_int(s, "average cluster size s", 1, N) for s in sizes]
     for s in sizes:                                                      # fail before any clustering
         k = max(1, int(round(N / s)))
-        b = _size_bounds(kmeans_sizes, N, k)
-        lo = N // k if b is None else b[0]
+        lo = _size_range(kmeans_sizes, N, k)[0]
         if losses and lo < 2:
             raise ValueError(f"average cluster size s={s} (N={N}, k={k}, kmeans_sizes={kmeans_sizes!r}) allows "
                              f"clusters of {lo} member, but the variance reduction needs >= 2 per cluster: use a "
@@ -919,16 +922,23 @@ def unigram_heldout(tokenizer,
                    ) -> pd.DataFrame:
     ("Mean held-out loss per source of an add-`alpha` unigram model fitted on the target tokens of the same windows a "
      "fresh LM trains on (the trivial baseline of C2's held-out loss); columns source, loss, n.")
+    return _unigram_loss(tokenizer, train_texts, _targets(tokenizer, val_texts, n_ctx), val_sources, n_ctx, alpha)
+
+def _targets(tokenizer, texts: Sequence[str], n_ctx: int) -> np.ndarray:
+    "The target tokens of each document's window (`encode_windows` less its <bos>), shape (N, n_ctx - 1)."
+    return _proxy.encode_windows(tokenizer, texts, n_ctx)["input_ids"][:, 1:].numpy()
+
+def _unigram_loss(tokenizer, train_texts, val_targets, val_sources, n_ctx: int, alpha: float = 1.0) -> pd.DataFrame:
+    "`unigram_heldout` on held-out windows already encoded by `_targets` (C2 encodes them once per pool)."
     if not (isinstance(alpha, numbers.Real) and alpha > 0):
         raise ValueError(f"alpha must be a number > 0, got {alpha!r}")
     val_sources = np.asarray(val_sources)
-    if len(val_sources) != len(val_texts):
-        raise ValueError(f"{len(val_texts)} held-out texts but {len(val_sources)} source labels")
-    tr = _proxy.encode_windows(tokenizer, train_texts, n_ctx)["input_ids"][:, 1:].numpy()
-    va = _proxy.encode_windows(tokenizer, val_texts, n_ctx)["input_ids"][:, 1:].numpy()
+    if len(val_sources) != len(val_targets):
+        raise ValueError(f"{len(val_targets)} held-out texts but {len(val_sources)} source labels")
+    tr = _targets(tokenizer, train_texts, n_ctx)
     cnt = np.bincount(tr.ravel(), minlength=len(tokenizer)) + float(alpha)
     logp = np.log(cnt) - np.log(cnt.sum())
-    ev = pd.DataFrame({"source": val_sources, "loss": -logp[va].mean(1)})
+    ev = pd.DataFrame({"source": val_sources, "loss": -logp[val_targets].mean(1)})
     return ev.groupby("source", sort=True).agg(loss=("loss", "mean"), n=("loss", "size")).reset_index()
 
 def curation_experiment(pool: Pool | Sequence[Pool],  # one pool, or one per seed (sample_pools: seed = pool.seed)
@@ -962,13 +972,13 @@ def curation_experiment(pool: Pool | Sequence[Pool],  # one pool, or one per see
         runs = [(p.seed, p) for p in pools]
     methods = list(methods)
     for _, p in runs:
-        _check_budget(budget, len(p.texts))
+        budget = _check_budget(budget, len(p.texts))
         unknown = [m for m in methods if m != "random" and m not in p.embeddings]
         if unknown:
             raise ValueError(f"unknown selection method(s) {unknown}: use 'random' or one of {sorted(p.embeddings)}")
-    budget = check_int(budget, "budget")
     tk = dict(train_kw or {})
-    rows, pre, base, uni = [], {}, {}, {}        # per pool: preprocessed embeddings, RAC once per embedding, unigram
+    rows, pre, base, uni, val = [], {}, {}, {}, {}   # per pool: preprocessed embeddings, RAC once per embedding,
+                                                     # unigram, held-out target tokens (encoded once)
     for sd, p in runs:
         key = id(p)
         N = len(p.texts)
@@ -976,22 +986,22 @@ def curation_experiment(pool: Pool | Sequence[Pool],  # one pool, or one per see
         if key not in pre:
             pre[key] = {m: preprocess(p.embeddings[m], n_components, fit_size=pca_fit_size) for m in methods
                         if m != "random"}
-            uni[key] = unigram_heldout(p.proxy.tokenizer, p.texts, p.val_texts, p.val_sources,
-                                       n_ctx).set_index("source")
+            val[key] = _targets(p.proxy.tokenizer, p.val_texts, n_ctx)
+            uni[key] = _unigram_loss(p.proxy.tokenizer, p.texts, val[key], p.val_sources, n_ctx).set_index("source")
         pool_share = np.bincount(p.sources, minlength=len(p.source_names)) / N
         for m in progress(methods, desc=f"C2 seed {sd}"):
             t0 = time.perf_counter()
             if m == "random": sel = random_select(N, budget, seed=sd)
             elif (key, m) not in base:
                 sel = base[key, m] = diversity_select(pre[key][m], budget, seed=sd, **(select_kw or {}))
-            else: sel = _subset(base[key, m], budget, sd)             # = diversity_select(pre[m], budget, seed=sd)
+            else: sel = _subset(base[key, m], budget, sd)        # = diversity_select(pre[key][m], budget, seed=sd)
             t_sel = time.perf_counter() - t0
             tx = [p.texts[i] for i in sel.indices]
             px = _proxy.train_proxy(tx, tokenizer=p.proxy.tokenizer, seed=sd, cache=cache, desc=f"{m} s{sd}",
                                     **{"n_ctx": n_ctx, **tk})
             hb = _proxy.heldout_by_source(px.model, px.tokenizer, p.val_texts, p.val_sources,
                                           amp=bool(tk.get("amp")))
-            ug = unigram_heldout(p.proxy.tokenizer, tx, p.val_texts, p.val_sources, n_ctx).set_index("source")
+            ug = _unigram_loss(p.proxy.tokenizer, tx, val[key], p.val_sources, n_ctx).set_index("source")
             share = np.bincount(p.sources[sel.indices], minlength=len(p.source_names)) / budget
             for _, r in hb.iterrows():
                 s_ = int(r.source)
