@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import torch
 from ..core import in_notebook
-from .data import ucg
+from .data import ucg, _check_int
 from .metrics import energy_metrics
 from .geodesics import geodesic_path, path_energy, lerp_path
 from .interpolant import Interpolant, train_interpolant
@@ -32,7 +32,7 @@ def run_benchmark(n_pairs: int = 200,       # held-out endpoint pairs timed for 
     for k, v in dict(
         n_pairs=n_pairs, T=T, geo_steps=geo_steps, interp_steps=interp_steps, ebm_steps=ebm_steps, n_data=n_data
     ).items():
-        if not isinstance(v, (int, np.integer)) or v < 1: raise ValueError(f"{k} must be a positive int, got {v!r}")
+        _check_int(v, k, req="a positive int")
     if T < 2: raise ValueError(f"T must be >= 2, got {T}")
     mix = ucg()
     G = energy_metrics(mix.energy, "grid")["G_1/p"]

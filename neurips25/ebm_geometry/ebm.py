@@ -3,13 +3,13 @@
 # %% ../../nbs/p11_ebm_geometry/03_ebm.ipynb #572e9c51
 from __future__ import annotations
 import math
-import numbers
 from dataclasses import dataclass, field
 import numpy as np
 import torch
 from torch import nn
 import torch.nn.functional as F
 from ..core import get_device, progress
+from .data import _check_int
 
 # %% auto #0
 __all__ = ['EnergyMLP', 'energy_fn', 'EnergyCNN', 'LangevinDivergence', 'langevin', 'ReplayBuffer', 'TrainLog', 'train_dsm',
@@ -94,8 +94,7 @@ class LangevinDivergence(RuntimeError):
 def langevin(energy, x: torch.Tensor, n_steps: int = 100, step: float = 1.0, noise: float = 1e-2,
              generator: torch.Generator | None = None) -> torch.Tensor:
     "x <- x - step grad E(x) + N(0, noise^2), n_steps times, without graph through the chain (Algorithm 2)."
-    if not isinstance(n_steps, numbers.Integral) or isinstance(n_steps, bool) or n_steps < 1:
-        raise ValueError(f"n_steps must be an int >= 1 (Langevin steps), got {n_steps!r}")
+    n_steps = _check_int(n_steps, "n_steps", req="an int >= 1 (Langevin steps)")
     x = x.detach().clone()
     for k in range(n_steps):
         x.requires_grad_(True)

@@ -360,8 +360,9 @@ def rotation_experiment(
             if n in truth_start:
                 _, it = geodesic_path(Zs[i], Zs[j], m, init=R, return_info=True, **kw)
                 info[n]["energy_truth"] = it["best_energy"]
-    if graph_start:                             # the data-graph baseline: Euclidean kNN-10 Dijkstra, no solve (cheap)
-        paths["kNN graph"] = graph_path(Zs[i], Zs[j], Zs, ms["linear"], T=T, knn=10)[0].to(Zs)
+    if graph_start:                 # the data-graph baseline: Euclidean kNN Dijkstra, no solve (cheap), with the k of
+        k_graph = GEO_SEARCHES["graph"]["knn"]                          # the "graph" search (10): one k, not two copies
+        paths["kNN graph"] = graph_path(Zs[i], Zs[j], Zs, ms["linear"], T=T, knn=k_graph)[0].to(Zs)
     with torch.no_grad():
         dev_ae = next(ae.parameters()).device
         dec = {

@@ -2,11 +2,11 @@
 
 # %% ../../nbs/p11_ebm_geometry/02a_interpolant.ipynb #2efa03b2
 from __future__ import annotations
-import numbers
 import time
 import torch
 from torch import nn
 from ..core import get_device, progress
+from .data import _check_int
 from .metrics import Metric
 from .geodesics import path_energy
 
@@ -31,8 +31,7 @@ class Interpolant(nn.Module):
             raise ValueError(
                 f"x0 and x1 must both have shape (B, {self.dim}), got {tuple(x0.shape)} and {tuple(x1.shape)}"
             )
-        if not isinstance(T, numbers.Integral) or isinstance(T, bool) or T < 1:
-            raise ValueError(f"T (segments) must be an int >= 1, got {T!r}")
+        T = _check_int(T, "T (segments)")
         B = x0.shape[0]
         t = torch.linspace(0, 1, T + 1, device=x0.device, dtype=x0.dtype)[None, :, None].expand(B, -1, 1)
         a, b = x0[:, None].expand(-1, T + 1, -1), x1[:, None].expand(-1, T + 1, -1)
