@@ -10,11 +10,11 @@ import numpy as np
 
 # %% auto #0
 __all__ = ['REPO_ROOT', 'NBS_PATH', 'DATA_PATH', 'CACHE_PATH', 'OUTPUTS_PATH', 'SHARED_DATA', 'PROFILES', 'OKABE_ITO', 'VERDICTS',
-           'CLAIM_KINDS', 'in_test', 'current_profile', 'in_notebook', 'seed_everything', 'get_device', 'set_style',
-           'start_run', 'output_dir', 'savefig', 'to_markdown', 'save_table', 'ClaimRegistryError', 'claims_file',
-           'load_claims', 'registered_claim', 'record_claim', 'gpu_check_active', 'profile_params', 'record_rate',
-           'projected_full_s', 'library_hash', 'cache_key', 'cache_enabled', 'cached', 'DataFileError', 'sha256_file',
-           'data_file', 'progress', 'package_versions', 'device_info']
+           'CLAIM_KINDS', 'in_test', 'current_profile', 'in_notebook', 'seed_everything', 'get_device', 'check_int',
+           'set_style', 'start_run', 'output_dir', 'savefig', 'to_markdown', 'save_table', 'ClaimRegistryError',
+           'claims_file', 'load_claims', 'registered_claim', 'record_claim', 'gpu_check_active', 'profile_params',
+           'record_rate', 'projected_full_s', 'library_hash', 'cache_key', 'cache_enabled', 'cached', 'DataFileError',
+           'sha256_file', 'data_file', 'progress', 'package_versions', 'device_info']
 
 # %% ../nbs/00_core.ipynb #489fb321
 def _find_repo_root() -> Path:
@@ -92,6 +92,24 @@ def get_device(kind: str = "auto",  # "auto" | "cpu" | "cuda" | "cuda:N"
             raise RuntimeError(f"{kind!r} requested but only {torch.cuda.device_count()} CUDA device(s) exist")
         return dev
     raise ValueError(f"unknown device {kind!r}: use 'auto', 'cpu', 'cuda' or 'cuda:N'")
+
+# %% ../nbs/00_core.ipynb #1be5ea35
+def check_int(v,                       # the value to check
+              name: str,               # its name, for the message
+              lo: int | None = None,   # smallest allowed value (None: no lower bound)
+              hi: int | None = None,   # largest allowed value (None: no upper bound)
+              error: type = ValueError,  # the exception class raised (a series' ValueError subclass)
+              req: str | None = None,  # what the message says `v` must be (default from lo and hi)
+             ) -> int:
+    ("`v` as a Python int if it is an integer (Python or NumPy; not a bool, not a float, not even 3.0) in [lo, hi]; "
+     "else `error('{name} must be {req}, got {v!r}')`.")
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) \
+            or (lo is not None and v < lo) or (hi is not None and v > hi):
+        if req is None:
+            req = "an integer" + ("" if lo is None and hi is None else f" >= {lo}" if hi is None
+                                  else f" <= {hi}" if lo is None else f" in [{lo}, {hi}]")
+        raise error(f"{name} must be {req}, got {v!r}")
+    return int(v)
 
 # %% ../nbs/00_core.ipynb #88222f52
 # colour-blind safe

@@ -48,7 +48,7 @@ def test_capacity_integral_float_accepted():
 
 @pytest.mark.parametrize("kappa", [0, -1, -5])
 def test_rounding_step_kappa_positive(kappa):
-    with pytest.raises(FairSelectionError, match="kappa .* must be >= 1"):
+    with pytest.raises(FairSelectionError, match="kappa .* must be an integer >= 1"):
         rounding_step(kappa, 0.0, 0.5, 0.5, 0.3)
 
 

@@ -9,13 +9,14 @@ import numpy as np, pandas as pd, torch
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 from scipy.spatial.distance import pdist
+from ..core import check_int
 
 # %% auto #0
-__all__ = ['check_embeddings', 'check_int', 'preprocess', 'balanced_assign', 'balanced_assign_lp', 'kmeans_pp_init',
-           'balanced_kmeans', 'within_cluster_variance', 'variance_reduction', 'purity', 'epsilon_graph', 'RACResult',
-           'rac_complete', 'eps_pairs_blocked', 'eps_pairs_ivf', 'edge_recall', 'bench_neighbours', 'Selection',
-           'random_select', 'nearest_to_centroid', 'diversity_select', 'Pool', 'prepare_pool', 'sample_pools',
-           'random_balanced_labels', 'random_same_sizes', 'cluster_scores', 'unigram_heldout', 'curation_experiment']
+__all__ = ['check_embeddings', 'preprocess', 'balanced_assign', 'balanced_assign_lp', 'kmeans_pp_init', 'balanced_kmeans',
+           'within_cluster_variance', 'variance_reduction', 'purity', 'epsilon_graph', 'RACResult', 'rac_complete',
+           'eps_pairs_blocked', 'eps_pairs_ivf', 'edge_recall', 'bench_neighbours', 'Selection', 'random_select',
+           'nearest_to_centroid', 'diversity_select', 'Pool', 'prepare_pool', 'sample_pools', 'random_balanced_labels',
+           'random_same_sizes', 'cluster_scores', 'unigram_heldout', 'curation_experiment']
 
 # %% ../../nbs/p08_curation/03_criteria.ipynb #ab4bdd08
 def check_embeddings(Z, name: str = "embeddings", min_rows: int = 1) -> np.ndarray:
@@ -35,14 +36,6 @@ def check_embeddings(Z, name: str = "embeddings", min_rows: int = 1) -> np.ndarr
         )
     return Z
 
-def check_int(v, name: str, lo: int = 1, hi: int | None = None) -> int:
-    "`v` as an int in [lo, hi]; a clear error for non-integers (floats, bools) and values out of range."
-    if isinstance(v, bool) or not isinstance(v, numbers.Integral):
-        raise ValueError(f"{name} must be an integer, got {v!r}")
-    v = int(v)
-    if v < lo: raise ValueError(f"{name} must be >= {lo}, got {v}")
-    if hi is not None and v > hi: raise ValueError(f"{name} must be <= {hi}, got {v}")
-    return v
 
 # %% ../../nbs/p08_curation/03_criteria.ipynb #3880f70c
 def preprocess(Z,                         # raw embeddings, shape (N, d)
@@ -52,7 +45,7 @@ def preprocess(Z,                         # raw embeddings, shape (N, d)
               ) -> np.ndarray:
     "The paper's preprocessing (§4.1): standardise each dimension, project on the top PCs, L2-normalise rows."
     Z = check_embeddings(Z, min_rows=2)
-    n_components = check_int(n_components, "n_components")
+    n_components = check_int(n_components, "n_components", 1)
     N = len(Z)
     fit = Z if fit_size is None or check_int(fit_size, "fit_size", 2) >= N else \
         Z[np.sort(np.random.default_rng(seed).choice(N, fit_size, replace=False))]
@@ -145,7 +138,7 @@ def _size_bounds(sizes, N: int, k: int) -> tuple[int, int] | None:
     try: lo, hi = sizes
     except (TypeError, ValueError):
         raise ValueError(f"sizes must be 'paper', 'equal' or a (lo, hi) pair, got {sizes!r}")
-    lo, hi = check_int(lo, "lower size bound"), check_int(hi, "upper size bound")
+    lo, hi = check_int(lo, "lower size bound", 1), check_int(hi, "upper size bound", 1)
     if lo > hi: raise ValueError(f"lower size bound {lo} > upper size bound {hi}")
     if not k * lo <= N <= k * hi:
         raise ValueError(f"size bounds [{lo}, {hi}] are infeasible for N={N} points in k={k} clusters "
@@ -274,7 +267,7 @@ def balanced_kmeans(Z,                   # (preprocessed) embeddings, shape (N, 
     C = kmeans_pp_init(Z, k, seed, device=device) if init == "k-means++" else \
         Z[np.sort(np.random.default_rng(seed).choice(N, k, replace=False))]   # seeded Forgy initialisation
     lab = None
-    for _ in range(check_int(n_iter, "n_iter")):
+    for _ in range(check_int(n_iter, "n_iter", 1)):
         new = balanced_assign(Z, C, sizes=sizes, device=device) if assign == "greedy" else \
             balanced_assign_lp(Z, C, sizes=sizes)
         if lab is not None and (new == lab).all(): break
@@ -492,7 +485,7 @@ def eps_pairs_blocked(Z, eps: float,
     "Exact eps-graph (pairs i < j, squared distances) by blocked torch matrix products; equals epsilon_graph."
     Z = check_embeddings(Z)
     if not np.isfinite(eps) or eps < 0: raise ValueError(f"eps must be a finite number >= 0, got {eps}")
-    block_rows = check_int(block_rows, "block_rows")
+    block_rows = check_int(block_rows, "block_rows", 1)
     dev = _device(device)
     dt = torch.float64 if dev == "cpu" else torch.float32
     T = torch.as_tensor(Z, dtype=dt, device=dev)
@@ -592,7 +585,7 @@ def bench_neighbours(Z, eps: float,
     "Seconds, edges and recall vs the exact search of epsilon_graph, eps_pairs_blocked and eps_pairs_ivf."
     def timed(f):
         best, out = np.inf, None
-        for _ in range(check_int(repeat, "repeat")):
+        for _ in range(check_int(repeat, "repeat", 1)):
             t0 = time.perf_counter()
             out = f()
             best = min(best, time.perf_counter() - t0)
@@ -625,7 +618,7 @@ class Selection:
 
 def _check_budget(budget, N: int) -> int:
     if N < 1: raise ValueError("the pool is empty")
-    budget = check_int(budget, "budget")
+    budget = check_int(budget, "budget", 1)
     if budget > N: raise ValueError(f"budget {budget} is larger than the pool of {N} examples")
     return budget
 

@@ -7,7 +7,7 @@ import numpy as np
 import torch
 from torch import nn
 from ..core import get_device, progress
-from .data import _check_int
+from .data import check_int
 from .characters import render_char, rotate, shortest_arc
 
 # %% auto #0
@@ -63,7 +63,7 @@ def train_char_ae(data: dict, latent: int = 16, steps: int = 500, batch: int = 1
                  ):
     "Train the triplet autoencoder on `rotated_characters` output; returns (model, losses)."
     if schedule not in SCHEDULES: raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
-    steps = _check_int(steps, "steps", req="a positive int")
+    steps = check_int(steps, "steps", 1, req="a positive int")
     torch.manual_seed(seed)
     g = torch.Generator().manual_seed(seed)
     dev = get_device("auto") if device is None else torch.device(device)
@@ -101,7 +101,7 @@ def rotation_reference(ae: CharAE, chars, labels, a0, a1,   # characters, label 
     labels, a0, a1 = (np.asarray(v).ravel() for v in (labels, a0, a1))
     if not len(labels) == len(a0) == len(a1) > 0:
         raise ValueError("labels, a0 and a1 must have the same non-zero length")
-    T = _check_int(T, "T", req="a positive int")
+    T = check_int(T, "T", 1, req="a positive int")
     bases = {k: render_char(chars[int(k)], ae.size, font=font) for k in set(labels.tolist())}
     ims = np.stack(
         [

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import torch
 from ..core import in_notebook
-from .data import ucg, _check_int
+from .data import ucg, check_int
 from .metrics import energy_metrics
 from .geodesics import geodesic_path, path_energy, lerp_path
 from .interpolant import Interpolant, train_interpolant
@@ -32,7 +32,7 @@ def run_benchmark(n_pairs: int = 200,       # held-out endpoint pairs timed for 
     for k, v in dict(
         n_pairs=n_pairs, T=T, geo_steps=geo_steps, interp_steps=interp_steps, ebm_steps=ebm_steps, n_data=n_data
     ).items():
-        _check_int(v, k, req="a positive int")
+        check_int(v, k, 1, req="a positive int")
     if T < 2: raise ValueError(f"T must be >= 2, got {T}")
     mix = ucg()
     G = energy_metrics(mix.energy, "grid")["G_1/p"]

@@ -4,7 +4,7 @@
 from __future__ import annotations
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
-from .data import _check_int
+from .data import check_int
 
 CHARACTERS = ("5", "G", "F", "P", "J", "7", "2")
 
@@ -41,7 +41,7 @@ def brc_angles(n: int, std: float = 40.0, seed: int = 0,
                whole_degrees: bool = True,   # round to whole degrees (True) or keep continuous angles
               ) -> np.ndarray:
     "BRC angles: N(0, std) truncated to (-180, 180] by rejection, whole degrees by default (Reconstruction of Fig. 13)."
-    n = _check_int(n, "n")
+    n = check_int(n, "n", 1)
     if not (np.isfinite(std) and std > 0): raise ValueError(f"std must be positive and finite, got {std}")
     rng, out = np.random.default_rng(seed), np.empty(0)
     while len(out) < n:
@@ -77,7 +77,7 @@ def biased_rotated_characters(chars=CHARACTERS, n_per_char: int = 360, std: floa
                               binarize: bool = True) -> dict:
     ("BRC: each character rotated by `n_per_char` angles from N(0, std) truncated to (-180, 180]; structure of "
      "`rotated_characters`.")
-    n_per_char = _check_int(n_per_char, "n_per_char")
+    n_per_char = check_int(n_per_char, "n_per_char", 1)
     if len(chars) == 0: raise ValueError("chars must be non-empty")
     A = brc_angles(len(chars) * int(n_per_char), std, seed, whole_degrees).reshape(
         len(chars), -1
@@ -141,7 +141,7 @@ def mnist_bases(digits=MNIST_DIGITS, index: int = 0, size: int = 32) -> np.ndarr
         raise ValueError(f"digits must be a non-empty subset of 0..9, got {digits}")
     if len(set(digits)) != len(digits): raise ValueError(f"digits must be distinct, got {digits}")
     if size < 28: raise ValueError(f"size must be >= 28 (MNIST is 28 x 28), got {size}")
-    index = _check_int(index, "index", 0, 499, req="an int in [0, 500)")
+    index = check_int(index, "index", 0, 499, req="an int in [0, 500)")
     X, y = load_mnist_5k()
     lo = (size - 28) // 2
     out = np.zeros((len(digits), size, size), dtype=np.uint8)

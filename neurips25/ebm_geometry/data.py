@@ -3,23 +3,15 @@
 # %% ../../nbs/p11_ebm_geometry/00_data.ipynb #4c8201e7
 from __future__ import annotations
 import math
-import numbers
 from dataclasses import dataclass
 import numpy as np
 import torch
+from ..core import check_int
 
 # %% auto #0
 __all__ = ['CircularMixture', 'arc_means', 'ucg', 'wcg']
 
 # %% ../../nbs/p11_ebm_geometry/00_data.ipynb #f7990c0a
-def _check_int(v, name: str, lo: int = 1, hi: int | None = None, req: str | None = None) -> int:
-    ("`v` as a Python int if it is an integer (Python or numpy; not a bool, not a float) in [lo, hi]; else a "
-     "ValueError '{name} must be {req}, got {v!r}' (req by default: 'an int >= lo' or 'an int in [lo, hi]').")
-    if not isinstance(v, numbers.Integral) or isinstance(v, bool) or v < lo or (hi is not None and v > hi):
-        req = req or (f"an int >= {lo}" if hi is None else f"an int in [{lo}, {hi}]")
-        raise ValueError(f"{name} must be {req}, got {v!r}")
-    return int(v)
-
 def _as_points(x, dim: int = 2) -> torch.Tensor:
     "Validate a batch of points (n, dim) (or one point (dim,)) and return a float tensor (n, dim)."
     t = torch.as_tensor(x)
@@ -78,7 +70,7 @@ class CircularMixture:
 
     def sample(self, n: int, seed: int = 0) -> torch.Tensor:
         "n i.i.d. samples (float64), reproducible from `seed`."
-        n = _check_int(n, "n", req="a positive int")
+        n = check_int(n, "n", 1, req="a positive int")
         g = torch.Generator().manual_seed(int(seed))
         k = torch.multinomial(self.weights, int(n), replacement=True, generator=g)
         return self.means[k] + self.sigma * torch.randn(int(n), 2, generator=g, dtype=torch.float64)
@@ -88,7 +80,7 @@ def arc_means(K: int = 200,       # number of components
               R: float = 8.0,     # radius of the semicircle
              ) -> torch.Tensor:
     "mu_k = R(cos theta_k, sin theta_k), theta_k = pi k / K, k = 0..K-1 (the code's linspace(0, 180, K+1)[:-1])."
-    K = _check_int(K, "K", req="a positive int")
+    K = check_int(K, "K", 1, req="a positive int")
     if not R > 0: raise ValueError(f"R must be positive, got {R}")
     th = torch.arange(K, dtype=torch.float64) * math.pi / K
     return R * torch.stack([th.cos(), th.sin()], 1)

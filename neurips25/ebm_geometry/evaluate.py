@@ -463,7 +463,8 @@ def rotation_claims(seed_means: pd.DataFrame,  # per-seed means, from rotation_t
     T_ = tab.set_index("metric")
     def beside(col):                            # the data-graph baseline (review of 2026-12-06): reported, not judged
         if "kNN graph" not in T_.index: return ""
-        return (f"; beside it, not judged: kNN-graph path (Euclidean kNN-10 Dijkstra through the data) "
+        return (f"; beside it, not judged: kNN-graph path (Euclidean kNN-{GEO_SEARCHES['graph']['knn']} Dijkstra "
+                f"through the data) "
                 f"{T_.loc['kNN graph', col + '_mean']:.3f}")
     out = []
     ratio = seed_means.loc["G_E"]["d_rmse"].values / seed_means.loc["linear"]["d_rmse"].values

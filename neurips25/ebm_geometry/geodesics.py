@@ -8,7 +8,7 @@ import warnings
 import numpy as np
 import torch
 from ..core import get_device, progress
-from .data import _check_int
+from .data import check_int
 from .metrics import Metric
 
 # %% auto #0
@@ -50,7 +50,7 @@ def path_length(path, metric: Metric, rule: str = "sym") -> torch.Tensor:
 
 def lerp_path(x0, x1, T: int = 64) -> torch.Tensor:
     "Straight-line paths (B, T+1, D) between endpoint batches (B, D)."
-    T = _check_int(T, "T (segments)")
+    T = check_int(T, "T (segments)", 1)
     x0, x1 = torch.as_tensor(x0), torch.as_tensor(x1)
     if x0.ndim != 2 or x0.shape != x1.shape:
         raise ValueError(f"x0 and x1 must both be (B, D) of the same shape, got {tuple(x0.shape)} and "
@@ -91,7 +91,7 @@ def resample_path(path, T: int) -> torch.Tensor:
     "Piecewise-linear resampling of paths (B, N+1, D) onto the uniform grid t_i = i/T; returns (B, T+1, D)."
     path = _check_path(path)
     N = path.shape[1] - 1
-    T = _check_int(T, "T", req="a positive int")
+    T = check_int(T, "T", 1, req="a positive int")
     s = torch.linspace(0, N, T + 1, dtype=path.dtype, device=path.device)     # position on the old grid, in segments
     k = s.floor().long().clamp(max=N - 1)
     f = (s - k)[None, :, None]
@@ -328,7 +328,7 @@ def graph_path(x0, x1,                 # endpoint batches (B, D)
     if X.ndim != 2 or x0.ndim != 2 or x0.shape != x1.shape or X.shape[1] != x0.shape[1]:
         raise ValueError(f"X must be (n, D) and x0, x1 (B, D) with the same D, got {tuple(X.shape)}, {tuple(x0.shape)} "
                          f"and {tuple(x1.shape)}")
-    knn, T = _check_int(knn, "knn"), _check_int(T, "T", req="a positive int")
+    knn, T = check_int(knn, "knn", 1), check_int(T, "T", 1, req="a positive int")
     if not torch.isfinite(X).all(): raise ValueError("X contains NaN or inf")
     B, n = len(x0), len(X)
     V = torch.cat([X, x0.cpu(), x1.cpu()])                       # nodes: data, then the B sources, then the B targets
@@ -373,7 +373,7 @@ def pocket_nodes(X,                     # data (n, D)
     "The data points moved downhill on log of G's mean diagonal (Adam): the metric's pockets near the data; (n, D)."
     X = torch.as_tensor(X, dtype=torch.float64)
     if X.ndim != 2 or X.shape[1] != metric.dim: raise ValueError(f"X must be (n, {metric.dim}), got {tuple(X.shape)}")
-    steps = _check_int(steps, "steps", 0)
+    steps = check_int(steps, "steps", 0)
     out = []
     for s in range(0, len(X), chunk):
         x = X[s:s + chunk].clone().requires_grad_(True)
@@ -407,7 +407,7 @@ def dp_path(x0, x1,                    # endpoint batches (B, D)
             f"X must be (n >= 1, D) and x0, x1 (B, D) with the same D, got {tuple(X.shape)}, {tuple(x0.shape)} "
             f"and {tuple(x1.shape)}"
         )
-    knn, T = _check_int(knn, "knn"), _check_int(T, "T", 2)
+    knn, T = check_int(knn, "knn", 1), check_int(T, "T", 2)
     if rule not in RULES: raise ValueError(f"rule must be one of {RULES}, got {rule!r}")
     if not torch.isfinite(X).all(): raise ValueError("X contains NaN or inf")
     n, dev = len(X), X.device
@@ -489,23 +489,23 @@ def geodesic_path(x0, x1,                      # endpoint batches (B, D) (or sin
         )
     if len(x0) == 0: raise ValueError("x0 and x1 hold no endpoint pair: the batch size B must be >= 1")
     if not (torch.isfinite(x0).all() and torch.isfinite(x1).all()): raise ValueError("endpoints contain NaN or inf")
-    T = _check_int(T, "T", 2)
+    T = check_int(T, "T", 2)
     if method not in ("lbfgs", "adam"): raise ValueError(f"method must be 'lbfgs' or 'adam', got {method!r}")
-    restarts, levels = _check_int(restarts, "restarts", 0), _check_int(levels, "levels", 0)
+    restarts, levels = check_int(restarts, "restarts", 0), check_int(levels, "levels", 0)
     one_knn = isinstance(knn, numbers.Integral) and not isinstance(knn, bool)
     ks = (knn,) if one_knn else tuple(knn) if isinstance(knn, (tuple, list)) else ()
     try:
-        ks = tuple(_check_int(k, "knn") for k in ks)
+        ks = tuple(check_int(k, "knn", 1) for k in ks)
     except ValueError:
         ks = ()
     if not ks or len(set(ks)) != len(ks):
-        raise ValueError(f"knn must be an int >= 1 or a tuple of distinct such ints, got {knn!r}")
+        raise ValueError(f"knn must be an integer >= 1 or a tuple of distinct such ints, got {knn!r}")
     names = _start_names(ks[0] if one_knn else ks)             # "graph" for one knn, "graph<k>" for each of a tuple
-    dp_knn, keep = (None if v is None else _check_int(v, nm, req="None or an int >= 1")
+    dp_knn, keep = (None if v is None else check_int(v, nm, 1, req="None or an int >= 1")
                     for nm, v in (("dp_knn", dp_knn), ("keep", keep)))
     for nm, v in (("dp_knn", dp_knn), ("keep", keep)):
         if v is not None and graph is None: raise ValueError(f"{nm} needs the data graph (graph=X)")
-    screen_steps = _check_int(screen_steps, "screen_steps")
+    screen_steps = check_int(screen_steps, "screen_steps", 1)
     reserved = {"line", "init", "graph", "dp", "dp_pocket", "dp_union"} | set(names)
     if starts is not None and (not isinstance(starts, dict) or reserved & set(starts)):
         raise ValueError(f"starts must be a dict of named paths other than {sorted(reserved)}, got {starts!r:.80}")
@@ -603,7 +603,7 @@ def geodesic_rhs(x, v, metric: Metric) -> torch.Tensor:
 
 def shoot(x0, v0, metric: Metric, n_steps: int = 256, t1: float = 1.0) -> torch.Tensor:
     "Integrate the conformal geodesic ODE with RK4 from (x0, v0) (B, D) over [0, t1]; returns (B, n_steps+1, D)."
-    n_steps = _check_int(n_steps, "n_steps")
+    n_steps = check_int(n_steps, "n_steps", 1)
     x, v = torch.as_tensor(x0, dtype=torch.float64).clone(), torch.as_tensor(v0, dtype=torch.float64).clone()
     if x.ndim == 1: x, v = x[None], v[None]
     h = t1 / n_steps

@@ -6,7 +6,7 @@ import time
 import torch
 from torch import nn
 from ..core import get_device, progress
-from .data import _check_int
+from .data import check_int
 from .metrics import Metric
 from .geodesics import path_energy
 
@@ -31,7 +31,7 @@ class Interpolant(nn.Module):
             raise ValueError(
                 f"x0 and x1 must both have shape (B, {self.dim}), got {tuple(x0.shape)} and {tuple(x1.shape)}"
             )
-        T = _check_int(T, "T (segments)")
+        T = check_int(T, "T (segments)", 1)
         B = x0.shape[0]
         t = torch.linspace(0, 1, T + 1, device=x0.device, dtype=x0.dtype)[None, :, None].expand(B, -1, 1)
         a, b = x0[:, None].expand(-1, T + 1, -1), x1[:, None].expand(-1, T + 1, -1)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 import numpy as np
 import torch
-from .data import _as_points, _check_int
+from .data import _as_points, check_int
 
 # %% auto #0
 __all__ = ['FORMS', 'CalibrationError', 'CalibrationWarning', 'calibrate', 'calibrate_grid', 'MetricError', 'Metric', 'euclidean',
@@ -262,7 +262,7 @@ def fit_rbf(X: torch.Tensor,     # data (n, D)
     from scipy.optimize import nnls
     Xn = np.asarray(torch.as_tensor(X).detach().cpu(), dtype=np.float64)
     if Xn.ndim != 2: raise ValueError(f"X must be (n, D), got shape {Xn.shape}")
-    K = _check_int(K, "K", 1, len(Xn), req=f"an int in [1, n={len(Xn)}]")
+    K = check_int(K, "K", 1, len(Xn), req=f"an int in [1, n={len(Xn)}]")
     if not kappa > 0: raise ValueError(f"kappa must be positive, got {kappa}")
     km = KMeans(K, n_init=3, random_state=seed).fit(Xn)
     C, lab = km.cluster_centers_, km.labels_

@@ -154,7 +154,7 @@ def random_tiny_matroid(kind: str,                     # graphic | uniform | par
                         n: int = 8) -> Matroid:
     "A random small matroid of the given kind without loops (for brute-force tests)."
     if kind not in _TINY_MIN_N: raise FairMatroidError(f"unknown matroid kind {kind!r}")
-    n = check_int(n, "n")
+    n = check_int(n, "n", 0)
     if n < _TINY_MIN_N[kind]:
         raise FairMatroidError(f"random_tiny_matroid({kind!r}) needs n >= {_TINY_MIN_N[kind]} elements, got {n}")
     if kind == "graphic":

@@ -4,12 +4,14 @@
 from __future__ import annotations
 import itertools
 from collections import deque
+from functools import partial
 from typing import Callable, Iterable, Sequence
 
 import numpy as np
+from ..core import check_int as _core_check_int
 
 # %% auto #0
-__all__ = ['FairMatroidError', 'UnknownElementError', 'LaminarFamilyError', 'ParameterTooSmallError', 'LoopError', 'check_int',
+__all__ = ['check_int', 'FairMatroidError', 'UnknownElementError', 'LaminarFamilyError', 'ParameterTooSmallError', 'LoopError',
            'check_element', 'IndepState', 'Matroid', 'OracleMatroid', 'UnionFind', 'GraphicState', 'GraphicMatroid',
            'CountState', 'UniformMatroid', 'PartitionMatroid', 'LaminarMatroid', 'GF2State', 'LinearMatroidGF2',
            'MatchoidState', 'Matchoid', 'MatchingState', 'MatchingMatchoid']
@@ -31,16 +33,8 @@ class LoopError(FairMatroidError):
     "A loop (an element in no independent set): no fair algorithm can accept it, arboricity is infinite."
 
 # %% ../../nbs/p10_fair_matroid/00_matroids.ipynb #33bf69e7
-def check_int(x,            # the value to check
-              name: str,    # its name, for the message
-              low: int = 0, # smallest allowed value
-             ) -> int:
-    "Return `x` as an int if it is an integer (int or numpy integer, not bool or float) >= low, else raise."
-    if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, np.integer)):
-        raise FairMatroidError(f"{name} must be an integer >= {low}, got {x!r} ({type(x).__name__}); "
-                               "non-integers are refused rather than truncated")
-    if int(x) < low: raise FairMatroidError(f"{name} must be an integer >= {low}, got {x}")
-    return int(x)
+# core's integer check (ints and numpy ints; bools and floats refused, never truncated), raising FairMatroidError
+check_int = partial(_core_check_int, error=FairMatroidError)
 
 def check_element(e, n: int) -> int:
     "Return `e` as an int if it is an element of the ground set {0..n-1}, else raise `UnknownElementError`."
@@ -111,7 +105,7 @@ class OracleMatroid(Matroid):
     def __init__(self, n: int,                                   # ground set size, E = {0..n-1}
                  independent: Callable[[frozenset], bool],      # the oracle: is this set independent?
                  name: str = "oracle"):                         # a label for tables
-        self.n, self._oracle, self.name = check_int(n, "n"), independent, name
+        self.n, self._oracle, self.name = check_int(n, "n", 0), independent, name
     def state(self) -> IndepState: return IndepState(self)
     def is_independent(self, S) -> bool:
         S = [check_element(e, self.n) for e in S]
@@ -251,7 +245,7 @@ class GraphicMatroid(Matroid):
         self.name = name
         nv = int(self.edges.max()) + 1 if self.n else 0
         if n_vertices is not None:
-            n_vertices = check_int(n_vertices, "n_vertices")
+            n_vertices = check_int(n_vertices, "n_vertices", 0)
             if n_vertices < nv: raise FairMatroidError(f"n_vertices={n_vertices} but edges use vertex id {nv - 1}")
             nv = n_vertices
         self.n_vertices = nv
@@ -297,7 +291,7 @@ class UniformMatroid(Matroid):
     def __init__(self, n: int,        # ground set size
                  k: int,              # rank
                  name: str = "uniform"):
-        n, k = check_int(n, "n"), check_int(k, "k")             # U(10, 2.5) used to become U(10, 2) silently
+        n, k = check_int(n, "n", 0), check_int(k, "k", 0)             # U(10, 2.5) used to become U(10, 2) silently
         self.n, self.k, self.caps, self.name = n, k, [k], name
     def sets_of(self, e: int) -> tuple: return (0,)
     def state(self) -> CountState: return CountState(self)
@@ -327,7 +321,7 @@ class LaminarMatroid(Matroid):
                  sets: Sequence[Sequence[int]],      # the laminar family, as lists of element ids
                  caps: Sequence[int],                # r_j >= 1 for each set
                  name: str = "laminar"):
-        self.n, self.name = check_int(n, "n"), name
+        self.n, self.name = check_int(n, "n", 0), name
         if len(sets) != len(caps): raise LaminarFamilyError(f"{len(sets)} sets but {len(caps)} caps")
         self.sets = [sorted({check_element(e, self.n) for e in S}) for S in sets]
         self.caps = []
@@ -426,7 +420,7 @@ class Matchoid(Matroid):
     def __init__(self, n: int,                                      # universe size
                  constituents: Sequence[tuple[Sequence[int], Matroid]],  # (universe ids of E_j, matroid on 0..|E_j|-1)
                  name: str = "matchoid"):
-        n = check_int(n, "n")
+        n = check_int(n, "n", 0)
         self.n, self.name, self.constituents, self.where = n, name, [], [[] for _ in range(n)]
         for j, (ids, Mj) in enumerate(constituents):
             ids = [check_element(e, self.n) for e in ids]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 import numpy as np
 from scipy import stats
+from ..core import check_int as _core_check_int
 
 # %% auto #0
 __all__ = ['VALUE_DISTS', 'ADVERSARIAL_KINDS', 'PRIORITY_BANDS', 'FairSelectionError', 'check_int', 'check_unit_interval',
@@ -17,13 +18,10 @@ class FairSelectionError(ValueError):
     "Bad input to a fair-selection routine (one clear message, never a silent fallback)."
 
 def check_int(x, name: str, lo: int | None = None) -> int:
-    "x as a Python int, or FairSelectionError if it is not an integer (>= lo when given)."
-    if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, np.integer, float, np.floating)) \
-            or not np.isfinite(x) or float(x) != int(x):
-        raise FairSelectionError(f"{name} must be an integer, got {x!r}")
-    x = int(x)
-    if lo is not None and x < lo: raise FairSelectionError(f"{name} must be >= {lo}, got {x}")
-    return x
+    ("x as a Python int, or FairSelectionError if it is not an integer (>= lo when given): core's check, except that "
+     "an integral float such as 3.0 is accepted, because quotas and counts come back from float arrays (`GFQ.q`).")
+    if isinstance(x, (float, np.floating)) and np.isfinite(x) and float(x).is_integer(): x = int(x)
+    return _core_check_int(x, name, lo, error=FairSelectionError)
 
 def check_unit_interval(x, name: str) -> float:
     "x as a float in [0, 1], or FairSelectionError."

@@ -200,9 +200,8 @@ def truth_ratio_from_losses(correct_avg_loss,   # mean NLL of the correct (parap
     "Per-example truth ratio and its aggregate, as OpenUnlearning's truth_ratio computes them."
     if aggregator not in TR_AGGREGATORS:
         raise ValueError(f"invalid truth ratio aggregator {aggregator!r}: use one of {TR_AGGREGATORS}")
-    lc = _check_finite(correct_avg_loss, "correct_avg_loss")
+    lc = _check_vector(correct_avg_loss, "correct_avg_loss")
     lw = _check_finite(wrong_avg_losses, "wrong_avg_losses")
-    if lc.ndim != 1: raise ValueError(f"correct_avg_loss must be 1-D, shape (N,), got shape {lc.shape}")
     if lw.ndim == 1: lw = lw[:, None]                                    # one wrong answer per example: P = 1
     if lw.ndim != 2:
         raise ValueError(f"wrong_avg_losses must be 2-D, shape (N, P) (P wrong answers per example), got shape "
@@ -460,7 +459,7 @@ def ks_pvalue(model_tr, retain_tr) -> float:
 
 def _check_retain_tr(retain_tr, n: int) -> np.ndarray:
     "The retain model's forget truth ratios: finite numbers, one per forget example."
-    a = _check_finite(retain_tr, "retain_tr").ravel()
+    a = _check_vector(retain_tr, "retain_tr")                        # (n, 1) refused, as ks_pvalue refuses it
     if len(a) != n:
         raise ValueError(f"retain_tr has {len(a)} values, the forget split {n} examples: pass the retain model's "
                                      "truth ratios on the same forget split")
