@@ -141,7 +141,7 @@ def mnist_bases(digits=MNIST_DIGITS, index: int = 0, size: int = 32) -> np.ndarr
         raise ValueError(f"digits must be a non-empty subset of 0..9, got {digits}")
     if len(set(digits)) != len(digits): raise ValueError(f"digits must be distinct, got {digits}")
     if size < 28: raise ValueError(f"size must be >= 28 (MNIST is 28 x 28), got {size}")
-    index = check_int(index, "index", 0, 499, req="an int in [0, 500)")
+    index = check_int(index, "index", 0, 499, req="an integer in [0, 500)")
     X, y = load_mnist_5k()
     lo = (size - 28) // 2
     out = np.zeros((len(digits), size, size), dtype=np.uint8)

@@ -94,7 +94,7 @@ class LangevinDivergence(RuntimeError):
 def langevin(energy, x: torch.Tensor, n_steps: int = 100, step: float = 1.0, noise: float = 1e-2,
              generator: torch.Generator | None = None) -> torch.Tensor:
     "x <- x - step grad E(x) + N(0, noise^2), n_steps times, without graph through the chain (Algorithm 2)."
-    n_steps = check_int(n_steps, "n_steps", 1, req="an int >= 1 (Langevin steps)")
+    n_steps = check_int(n_steps, "n_steps", 1, req="an integer >= 1 (Langevin steps)")
     x = x.detach().clone()
     for k in range(n_steps):
         x.requires_grad_(True)

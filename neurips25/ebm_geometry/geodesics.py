@@ -501,7 +501,7 @@ def geodesic_path(x0, x1,                      # endpoint batches (B, D) (or sin
     if not ks or len(set(ks)) != len(ks):
         raise ValueError(f"knn must be an integer >= 1 or a tuple of distinct such ints, got {knn!r}")
     names = _start_names(ks[0] if one_knn else ks)             # "graph" for one knn, "graph<k>" for each of a tuple
-    dp_knn, keep = (None if v is None else check_int(v, nm, 1, req="None or an int >= 1")
+    dp_knn, keep = (None if v is None else check_int(v, nm, 1, req="None or an integer >= 1")
                     for nm, v in (("dp_knn", dp_knn), ("keep", keep)))
     for nm, v in (("dp_knn", dp_knn), ("keep", keep)):
         if v is not None and graph is None: raise ValueError(f"{nm} needs the data graph (graph=X)")

@@ -262,7 +262,7 @@ def fit_rbf(X: torch.Tensor,     # data (n, D)
     from scipy.optimize import nnls
     Xn = np.asarray(torch.as_tensor(X).detach().cpu(), dtype=np.float64)
     if Xn.ndim != 2: raise ValueError(f"X must be (n, D), got shape {Xn.shape}")
-    K = check_int(K, "K", 1, len(Xn), req=f"an int in [1, n={len(Xn)}]")
+    K = check_int(K, "K", 1, len(Xn), req=f"an integer in [1, n={len(Xn)}]")
     if not kappa > 0: raise ValueError(f"kappa must be positive, got {kappa}")
     km = KMeans(K, n_init=3, random_state=seed).fit(Xn)
     C, lab = km.cluster_centers_, km.labels_
