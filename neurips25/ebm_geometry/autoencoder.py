@@ -7,7 +7,7 @@ import numpy as np
 import torch
 from torch import nn
 from ..core import get_device, progress
-from .data import check_int
+from ..core import check_int
 from .characters import render_char, rotate, shortest_arc
 
 # %% auto #0

@@ -7,7 +7,8 @@ import numpy as np
 import pandas as pd
 import torch
 from ..core import in_notebook
-from .data import ucg, check_int
+from ..core import check_int
+from .data import ucg
 from .metrics import energy_metrics
 from .geodesics import geodesic_path, path_energy, lerp_path
 from .interpolant import Interpolant, train_interpolant

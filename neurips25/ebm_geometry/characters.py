@@ -4,7 +4,7 @@
 from __future__ import annotations
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
-from .data import check_int
+from ..core import check_int
 
 CHARACTERS = ("5", "G", "F", "P", "J", "7", "2")
 

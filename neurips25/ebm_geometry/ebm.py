@@ -9,7 +9,7 @@ import torch
 from torch import nn
 import torch.nn.functional as F
 from ..core import get_device, progress
-from .data import check_int
+from ..core import check_int
 
 # %% auto #0
 __all__ = ['EnergyMLP', 'energy_fn', 'EnergyCNN', 'LangevinDivergence', 'langevin', 'ReplayBuffer', 'TrainLog', 'train_dsm',

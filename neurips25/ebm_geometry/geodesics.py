@@ -8,7 +8,7 @@ import warnings
 import numpy as np
 import torch
 from ..core import get_device, progress
-from .data import check_int
+from ..core import check_int
 from .metrics import Metric
 
 # %% auto #0

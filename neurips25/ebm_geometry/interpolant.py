@@ -6,7 +6,7 @@ import time
 import torch
 from torch import nn
 from ..core import get_device, progress
-from .data import check_int
+from ..core import check_int
 from .metrics import Metric
 from .geodesics import path_energy
 

@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from typing import Callable
 import numpy as np
 import torch
-from .data import _as_points, check_int
+from ..core import check_int
+from .data import _as_points
 
 # %% auto #0
 __all__ = ['FORMS', 'CalibrationError', 'CalibrationWarning', 'calibrate', 'calibrate_grid', 'MetricError', 'Metric', 'euclidean',
