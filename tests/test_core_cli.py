@@ -84,3 +84,21 @@ def test_make_setup_prefers_the_cpu_wheel_and_accepts_the_documented_cuda_instal
 def test_data_file_names_source_and_command(tmp_path):
     with pytest.raises(core.DataFileError, match=r"missing\. Source: X\. Obtain it with: make data"):
         core.data_file(tmp_path / "absent.bin", source="X", obtain="make data")
+
+
+def test_one_integer_check_across_series():
+    "P02, P08, P10 and P11 guard integer arguments with core.check_int: same acceptance, each series' error class."
+    import numpy as np
+    from neurips25.fair_selection.instances import check_int as p02, FairSelectionError
+    from neurips25.curation.criteria import check_int as p08
+    from neurips25.fair_matroid.matroids import check_int as p10, FairMatroidError
+    from neurips25.ebm_geometry import geodesics
+    assert geodesics.check_int is core.check_int and p08 is core.check_int
+    for f, err in ((p02, FairSelectionError), (p08, ValueError), (p10, FairMatroidError)):
+        assert f(np.int64(7), "n", 1) == 7 and type(f(np.uint8(3), "n", 0)) is int
+        for bad in (True, np.True_, 2.5, "3", None):
+            with pytest.raises(err, match="n must be an integer >= 1"): f(bad, "n", 1)
+        with pytest.raises(err, match="n must be an integer >= 1, got 0"): f(0, "n", 1)
+    assert p02(3.0, "k", 0) == 3                        # P02 only: quotas come back from GFQ.q as floats
+    with pytest.raises(ValueError, match="k must be an integer >= 0, got 3.0"): p10(3.0, "k", 0)
+    with pytest.raises(ValueError, match=r"k must be an integer in \[1, 4\], got 5"): core.check_int(5, "k", 1, 4)
