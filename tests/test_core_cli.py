@@ -87,7 +87,7 @@ def test_data_file_names_source_and_command(tmp_path):
 
 
 def test_one_integer_check_across_series():
-    "P02, P08, P10 and P11 guard integer arguments with core.check_int: same acceptance, each series' error class."
+    "Every series guards integer arguments with core.check_int: same acceptance, each series' error class."
     import numpy as np
     from neurips25.fair_selection.instances import check_int as p02, FairSelectionError
     from neurips25.curation.criteria import check_int as p08
@@ -102,3 +102,37 @@ def test_one_integer_check_across_series():
     assert p02(3.0, "k", 0) == 3                        # P02 only: quotas come back from GFQ.q as floats
     with pytest.raises(ValueError, match="k must be an integer >= 0, got 3.0"): p10(3.0, "k", 0)
     with pytest.raises(ValueError, match=r"k must be an integer in \[1, 4\], got 5"): core.check_int(5, "k", 1, 4)
+
+
+# the isinstance(x, (int, np.integer)) tests left in the package, and why none of them is a parameter guard to fold into
+# core.check_int: a new copy of the guard anywhere else fails this test
+_INT_TESTS_LEFT = {
+    "core.py": 2,                     # check_int itself; seed_everything's seed check (core, before check_int in the file)
+    "fair_matroid/matroids.py": 2,    # element-id lookup on the oracle's hot path (UnknownElementError, its own two
+                                      # messages); a list-of-ints type dispatch for bitset vectors
+    "unlearning/trainer.py": 1,       # warmup: an int number of steps or a float fraction (a type dispatch)
+    "unlearning/methods.py": 1,       # layer: an index or a module path (a type dispatch)
+}
+
+def test_integer_guards_are_core_check_int():
+    "No module writes its own integer guard; the inline isinstance tests left are the type dispatches listed above."
+    import re
+    from pathlib import Path
+    import neurips25
+    pkg = Path(neurips25.__file__).parent
+    rx = re.compile(r"isinstance\(\s*[\w.\[\]]+\s*,\s*\((?:bool, )?int, np\.integer\)\)|not isinstance\(\s*\w+\s*,\s*int\s*\)")
+    found = {}
+    for f in sorted(pkg.rglob("*.py")):
+        n = len(rx.findall(f.read_text()))
+        if n: found[f.relative_to(pkg).as_posix()] = n
+    assert found == _INT_TESTS_LEFT, found
+    from neurips25.sgequidiff.symmetry import check_sg
+    from neurips25.care.ct import view_angles
+    from neurips25.equality_of_impact.baselines import ExploreThenCommit
+    from neurips25.unlearning.data import synth_tofu
+    for f, msg in ((lambda v: check_sg(v), "space-group number must be an integer in 1..230, got"),
+                   (lambda v: view_angles(v), "n_views must be an integer >= 1, got"),
+                   (lambda v: ExploreThenCommit(K=v), "K must be an integer >= 2 (explore-then-commit's grid points), got"),
+                   (lambda v: synth_tofu(n_authors=v), "n_authors must be an integer >= 4")):
+        for bad in (True, 2.0, "3", 0):                  # bools and integral floats are refused everywhere (P02 aside)
+            with pytest.raises(ValueError, match=re.escape(msg)): f(bad)

@@ -137,7 +137,7 @@ def test_errors():
     with pytest.raises(ValueError, match="not concave"): Environment("x", SatExp(1), FunctionResponse(lambda a: a ** 3), SatExp(1), SatExp(1))
     with pytest.raises(ValueError, match="not concave"): check_response(lambda a: np.exp(a), 1.0)
     with pytest.raises(ValueError, match="finite"): fairness_regret(make_env("ire"), [0.1, np.nan])
-    with pytest.raises(ValueError, match="positive integer"): simulate(EqualSplit(), make_env("ire"), 0)
+    with pytest.raises(ValueError, match="integer >= 1"): simulate(EqualSplit(), make_env("ire"), 0)
     with pytest.raises(ValueError, match="unknown environment"): make_env("moon")
     with pytest.raises(ValueError, match="sorted and distinct"): concave_envelopes([0.3, 0.1], [0, 1], [0.2])
     with pytest.raises(ValueError, match="delta must be in"): NoisyEoI(delta=0.0)

@@ -284,8 +284,8 @@ def test_config_checks_and_epochs():
     from neurips25.sgequidiff.model import SGEquiDiffConfig, full_config, fit_discrete, resolve_amp
     train, val = _split()
     for bad, msg in ((dict(amp="fp8"), "amp must be one of"), (dict(val_every=-2), "val_every must be an integer >= -1"),
-                     (dict(patience=3), "set val_every > 0"), (dict(epochs=-1), "epochs must be a non-negative"),
-                     (dict(sample_batch=0), "sample_batch must be a positive"), (dict(lr_factor=1.5), "lr_factor")):
+                     (dict(patience=3), "set val_every > 0"), (dict(epochs=-1), "epochs must be an integer >= 0"),
+                     (dict(sample_batch=0), "sample_batch must be an integer >= 1"), (dict(lr_factor=1.5), "lr_factor")):
         with pytest.raises(ValueError, match=msg):
             fit_discrete(train, tiny_config(**bad), device="cpu", val=val)
     f = full_config()
@@ -317,7 +317,7 @@ def test_sampling_batch_and_throughput_probe(monkeypatch):
     m = train_sgequidiff(train, cfg, device="cpu")
     a = m.sample(5, seed=2); b = m.sample(5, seed=2, batch_size=3)
     assert [s.coords.tolist() for s in a] == [s.coords.tolist() for s in b]   # default batch = cfg.sample_batch
-    with pytest.raises(ValueError, match="batch_size must be a positive integer"):
+    with pytest.raises(ValueError, match="batch_size must be an integer >= 1"):
         m.sample(2, batch_size=0)
     u = probe_throughput(cfg, train, "cpu", n_steps=1, n_sample=3, sample_levels=1, n_lik=1, norm_mc=8)
     P = project_full(u)

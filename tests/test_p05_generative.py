@@ -122,7 +122,7 @@ def test_bad_inputs():
     prior = SpaceGroupPrior()
     with pytest.raises(ValueError, match="1..230"): prior.log_prob(torch.tensor([0]))
     with pytest.raises(ValueError, match="1..230"): make_batch([(231, [5.0] * 3 + [90.0] * 3, [0], [1])])
-    with pytest.raises(ValueError, match="non-negative"): prior.sample(-3)
+    with pytest.raises(ValueError, match="n must be an integer >= 0"): prior.sample(-3)
     with pytest.raises(ValueError, match="positive"): synthetic_crystals(-1)
     with pytest.raises(ValueError, match="outside its range"): LatticeSampler().log_prob(torch.tensor([1]), [[0.5, 4, 4, 90, 90, 90]])
     with pytest.raises(ValueError, match="mode must be"): CoordScoreModel("symmetric-ish")
@@ -148,4 +148,4 @@ def test_end_to_end_tiny_training_and_sampling(monkeypatch):
     rep = symmetry_report(S)
     assert rep["frac_ops"] == 1.0 and rep["frac_kept_or_supergroup"] == 1.0
     assert all(len(s.structure) == s.asym().n_sites for s in S) and "_symmetry_space_group_name_H-M" in S[0].cif
-    with pytest.raises(ValueError, match="positive integer"): model.sample(-2)
+    with pytest.raises(ValueError, match="integer >= 1"): model.sample(-2)

@@ -79,7 +79,7 @@ def test_ct_errors(sl):
         radon_t(x[:, :10], view_angles(3))
     with pytest.raises(ValueError, match="NaN"):
         radon_t(x * float("nan"), view_angles(3))
-    with pytest.raises(ValueError, match="positive integer"):
+    with pytest.raises(ValueError, match="integer >= 1"):
         view_angles(-2)
 
 

@@ -178,11 +178,11 @@ def test_n_iter_must_be_a_positive_integer():
     th = view_angles(8); op = ParallelBeam(32, th)
     y = op(torch.tensor(shepp_logan(32)))
     for bad in (2.5, 0, -3, True, "2"):
-        with pytest.raises(ValueError, match="n_iter must be a positive integer"):
+        with pytest.raises(ValueError, match="n_iter must be an integer >= 1"):
             os_sart(op, y, bad, 2)
-        with pytest.raises(ValueError, match="n_iter must be a positive integer"):
+        with pytest.raises(ValueError, match="n_iter must be an integer >= 1"):
             asd_pocs(op, y, bad, 2)
-        with pytest.raises(ValueError, match="n_iter must be a positive integer"):
+        with pytest.raises(ValueError, match="n_iter must be an integer >= 1"):
             sart_t(y, th, n_iter=bad)
     with pytest.raises(ValueError, match="tv_iter must be an integer >= 0"):
         asd_pocs(op, y, 1, 2, tv_iter=1.5)

@@ -81,7 +81,7 @@ def test_chunking_exact_and_errors():
     assert C.chunk_text("abcdefgh", 3, tokenizer="chars") == ["abc", "def"]
     with pytest.raises(ValueError, match="shorter than one document of 50 tokens"): C.chunk_text(text, 50)
     with pytest.raises(ValueError, match="unknown tokenizer"): C.chunk_text(text, 2, tokenizer="bpe")
-    with pytest.raises(ValueError, match="positive integer"): C.chunk_text(text, 0)
+    with pytest.raises(ValueError, match="integer >= 1"): C.chunk_text(text, 0)
     rand = "".join(np.random.default_rng(0).choice(list("abcdéfgh "), 400))
     docs, _ = C.build_corpus({"s": [rand]}, doc_tokens=7, tokenizer="chars", docs_per_source=20)
     assert (docs.text.str.len() == 7).all() and len(docs) == 20

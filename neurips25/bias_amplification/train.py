@@ -11,7 +11,7 @@ import torch
 from torch import nn
 import torch.nn.functional as F
 
-from ..core import get_device, progress, seed_everything
+from ..core import get_device, progress, seed_everything, check_int
 from .data import GroupData
 
 # %% auto #0
@@ -124,10 +124,8 @@ def train_groups(model: nn.Module, train: GroupData,
                  seed: int = 0, device=None, desc: str = "train",
                 ) -> TrainResult:
     "Train on all of `train` with mean CE; log per-group train/test metrics each epoch; T_es/T_final as in CIFAR10.py."
-    if not isinstance(epochs, (int, np.integer)) or epochs < 1:
-        raise ValueError(f"epochs must be a positive int, got {epochs!r}")
-    if batch_size is not None and (not isinstance(batch_size, (int, np.integer)) or batch_size < 1):
-        raise ValueError(f"batch_size must be a positive int or None, got {batch_size!r}")
+    check_int(epochs, 'epochs', 1)
+    if batch_size is not None: check_int(batch_size, "batch_size", 1, req="an integer >= 1 or None")
     if schedule not in ("constant", "cosine"):
         raise ValueError(f"schedule must be 'constant' or 'cosine', got {schedule!r}")
     if not lr > 0: raise ValueError(f"lr must be > 0, got {lr}")
@@ -182,7 +180,7 @@ def stereotype_then_full(model: nn.Module, train: GroupData,
                         ) -> dict:
     "CIFAR2.py's protocol with full-batch GD; returns the per-epoch history of both phases and θ_1."
     for k, v in (("max_phase1", max_phase1), ("max_phase2", max_phase2), ("patience", patience)):
-        if not isinstance(v, (int, np.integer)) or v < 1: raise ValueError(f"{k} must be a positive int, got {v!r}")
+        check_int(v, k, 1)
     device = torch.device(device) if device is not None else get_device("auto")
     model = model.to(device)
     opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum)

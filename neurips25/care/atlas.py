@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 import numpy as np
+from ..core import check_int
 from scipy import ndimage as ndi
 from .phantoms import LABELS, GROUPS, GROUP_METRIC
 from .metrics import structure_scores, group_scores, psnr, ssim
@@ -88,10 +89,8 @@ def atlas_volume(case,                      # a CTCase from load_ct_case(s)
                  hu_range: tuple = HU_RANGE,
                 ) -> AtlasVolume:
     "A BDMAP case as (z, y, x) HU and CARE label volumes on an n × n in-plane grid, with its spacing in mm."
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 16:
-        raise ValueError(f"n must be an integer >= 16, got {n!r}")
-    if isinstance(n_slices, bool) or not isinstance(n_slices, (int, np.integer)) or n_slices < 0:
-        raise ValueError(f"n_slices must be an integer >= 0 (0: every slice), got {n_slices!r}")
+    check_int(n, 'n', 16)
+    check_int(n_slices, 'n_slices', 0, req='an integer >= 0 (0: every slice)')
     zyx, sp = _to_zyx(case)
     hu = np.clip(zyx(np.asarray(case.array(), np.float32)), *hu_range)
     labels = np.zeros(hu.shape, np.uint8)
@@ -112,8 +111,7 @@ def atlas_volume(case,                      # a CTCase from load_ct_case(s)
 def atlas_split(n_seg: int, n_train: int, n_test: int) -> dict:
     "Disjoint (first, count) ranges of sorted cases: the segmenters' pool, the training set, the test set."
     for k, v in dict(n_seg=n_seg, n_train=n_train, n_test=n_test).items():
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
-            raise ValueError(f"{k} must be an integer >= 0, got {v!r}")
+        check_int(v, k, 0)
     return dict(seg=(0, n_seg), train=(n_seg, n_train), test=(n_seg + n_train, n_test))
 
 
@@ -188,8 +186,7 @@ def score_many(jobs: list,                  # argument tuples of `fn`
                fn=score_volume,             # score_volume (pred, ref, spacing, τ) | score_case | oracle_case
               ) -> list:
     "`fn` over many cases, optionally in parallel processes (joblib), results in the order given."
-    if isinstance(workers, bool) or not isinstance(workers, (int, np.integer)) or workers < 0:
-        raise ValueError(f"workers must be an integer >= 0 (0: every CPU), got {workers!r}")
+    check_int(workers, 'workers', 0, req='an integer >= 0 (0: every CPU)')
     if workers == 1 or len(jobs) < 2: return [fn(*j) for j in jobs]
     from joblib import Parallel, delayed
     return Parallel(n_jobs=-1 if workers == 0 else int(workers))(delayed(fn)(*j) for j in jobs)

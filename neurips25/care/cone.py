@@ -4,6 +4,7 @@
 from __future__ import annotations
 import math
 import numpy as np
+from ..core import check_int
 import torch
 import torch.nn.functional as F
 from .ct import _as_theta, _check_n_iter
@@ -198,8 +199,7 @@ class ConeBeam:
 def _cone_subsets(op: ConeBeam, n_subsets: int) -> list:
     "Interleaved ordered subsets (views k, k + S, ...) with their inverse row/column sums, cached on the operator."
     A = len(op.angles)
-    if isinstance(n_subsets, bool) or not isinstance(n_subsets, (int, np.integer)) or not 1 <= n_subsets <= A:
-        raise ValueError(f"n_subsets must be an integer in 1..{A} (the number of views), got {n_subsets!r}")
+    check_int(n_subsets, 'n_subsets', 1, A, req=f'an integer in 1..{A} (the number of views)')
     cache = op.__dict__.setdefault("_subsets", {})
     if n_subsets not in cache:
         idx = [np.arange(k, A, n_subsets) for k in range(n_subsets)]
@@ -277,8 +277,7 @@ def cone_asd_pocs(op: ConeBeam, proj: torch.Tensor,
         if not v > 0: raise ValueError(f"{k} must be > 0, got {v}")
     if not (alpha_red <= 1 and beta_red <= 1 and beta < 2):
         raise ValueError("need 0 < alpha_red, beta_red <= 1 and beta < 2")
-    if isinstance(tv_iter, bool) or not isinstance(tv_iter, (int, np.integer)) or tv_iter < 0:
-        raise ValueError(f"tv_iter must be an integer >= 0, got {tv_iter!r}")
+    check_int(tv_iter, 'tv_iter', 0)
     y, lead, n_iter, x = _cone_start(op, proj, 1.0, n_iter, None)
     subs = _cone_subsets(op, n_subsets)
     norm = lambda t: t.flatten(1).norm(dim=1)[:, None, None, None]             # per-volume ‖·‖₂

@@ -4,6 +4,7 @@
 from __future__ import annotations
 import math
 import numpy as np
+from ..core import check_int
 import torch
 import torch.nn.functional as F
 
@@ -48,17 +49,14 @@ def _is_real(v) -> bool:
 
 def _check_n_iter(n_iter, name: str = "n_iter") -> int:
     "A positive integer number of iterations (bool, float and non-positive values are refused)."
-    if isinstance(n_iter, bool) or not isinstance(n_iter, (int, np.integer)) or n_iter < 1:
-        raise ValueError(f"{name} must be a positive integer, got {n_iter!r}")
-    return int(n_iter)
+    return check_int(n_iter, name, 1)
 
 def view_angles(n_views: int,          # number of projections
                 arc: float = 180.,     # angular range in degrees (180 suffices for parallel beam)
                ) -> np.ndarray:
     ("Equally spaced sparse-view angles in degrees, `arc·k/n` for k = 0..n-1; 0 < arc <= 360 keeps them distinct "
      "(also modulo 360°).")
-    if isinstance(n_views, bool) or not isinstance(n_views, (int, np.integer)) or n_views < 1:
-        raise ValueError(f"n_views must be a positive integer, got {n_views!r}")
+    check_int(n_views, 'n_views', 1)
     if not (_is_real(arc) and 0 < arc <= 360):
         raise ValueError(f"arc must be a number of degrees in (0, 360] (distinct view angles), got {arc!r}")
     return np.arange(n_views) * (arc / n_views)

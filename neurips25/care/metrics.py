@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib, warnings
 from collections import OrderedDict
 import numpy as np
+from ..core import check_int
 import pandas as pd
 from scipy import ndimage as ndi
 from skimage.morphology import skeletonize
@@ -216,8 +217,7 @@ def ssim(
 ) -> float:
     "Mean SSIM with a uniform window (scikit-image's default convention), 2-D or 3-D."
     x, ref = _check_pair(x, ref, data_range)
-    if isinstance(win_size, (bool, np.bool_)) or not isinstance(win_size, (int, np.integer)):
-        raise ValueError(f"win_size must be an odd integer >= 3, got {win_size!r}")
+    check_int(win_size, "win_size", req="an odd integer >= 3")
     if win_size % 2 == 0 or win_size < 3 or min(x.shape) < win_size:
         raise ValueError(f"win_size must be odd, >= 3 and <= every image side, got {win_size}")
     f = lambda a: ndi.uniform_filter(a, size=win_size)

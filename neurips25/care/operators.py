@@ -4,6 +4,7 @@
 from __future__ import annotations
 import abc, math
 import numpy as np
+from ..core import check_int
 import scipy.sparse as sps
 import torch
 from .ct import ramp_filter, _as_theta, _as_images, _as_sino, _as_start, _check_n_iter, _is_real
@@ -84,7 +85,7 @@ class SparseCT(abc.ABC):
      "reused).")
     n_det: int
     def __init__(self, n: int, theta):
-        if not isinstance(n, (int, np.integer)) or n < 4: raise ValueError(f"n must be an integer >= 4, got {n!r}")
+        check_int(n, 'n', 4)
         self.n, self.theta = int(n), _as_theta(theta).numpy()
         self._np, self._t = {}, {}
     def __repr__(self): return f"{type(self).__name__}(n={self.n}, views={len(self.theta)}, n_det={self.n_det})"
@@ -251,8 +252,7 @@ class FanBeam(SparseCT):
 def _subsets(op: SparseCT, n_subsets: int) -> list:
     "Interleaved ordered subsets of the views (views k, k + S, k + 2S, ...), cached on the operator."
     A = len(op.theta)
-    if not isinstance(n_subsets, (int, np.integer)) or not 1 <= n_subsets <= A:
-        raise ValueError(f"n_subsets must be an integer in 1..{A} (the number of views), got {n_subsets!r}")
+    check_int(n_subsets, 'n_subsets', 1, A, req=f'an integer in 1..{A} (the number of views)')
     key = ("subsets", int(n_subsets))
     if key not in op._np:
         idx = [np.arange(k, A, n_subsets) for k in range(n_subsets)]
@@ -330,8 +330,7 @@ def asd_pocs(op: SparseCT,            # geometry
     if not (0 < alpha_red <= 1 and 0 < beta_red <= 1 and beta < 2):
         raise ValueError("need 0 < alpha_red, beta_red <= 1 and beta < 2")
     n_iter = _check_n_iter(n_iter)
-    if isinstance(tv_iter, bool) or not isinstance(tv_iter, (int, np.integer)) or tv_iter < 0:
-        raise ValueError(f"tv_iter must be an integer >= 0, got {tv_iter!r}")
+    check_int(tv_iter, 'tv_iter', 0)
     subs = _subsets(op, n_subsets)
     x = torch.zeros(*sino.shape[:-2], op.n, op.n, dtype=sino.dtype, device=sino.device)
     norm = lambda v: v.flatten(-2).norm(dim=-1)[..., None, None]                      # per-slice ‖·‖₂

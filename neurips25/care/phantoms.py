@@ -4,6 +4,7 @@
 from __future__ import annotations
 from dataclasses import dataclass, field
 import numpy as np
+from ..core import check_int
 from scipy import ndimage as ndi
 
 # %% auto #0
@@ -25,7 +26,7 @@ def shepp_logan(n: int = 128) -> np.ndarray:
     "scikit-image's Shepp–Logan phantom resampled to (n, n), float64, zero outside the inscribed circle."
     from skimage.data import shepp_logan_phantom
     from skimage.transform import resize
-    if not isinstance(n, (int, np.integer)) or n < 8: raise ValueError(f"n must be an integer >= 8, got {n!r}")
+    check_int(n, 'n', 8)
     img = resize(shepp_logan_phantom(), (n, n), order=1, anti_aliasing=False, mode="constant")
     c = n // 2
     rr, cc = np.ogrid[:n, :n]
@@ -126,7 +127,7 @@ def anatomical_phantom(n: int = 128,            # image size (pixels)
                        phase: str = "venous",   # "venous" | "arterial" contrast phase
                       ) -> Phantom:
     "Synthetic labelled axial abdominal slice with all four CARE structure groups."
-    if not isinstance(n, (int, np.integer)) or n < 64: raise ValueError(f"n must be an integer >= 64, got {n!r}")
+    check_int(n, 'n', 64)
     if phase not in ("venous", "arterial"): raise ValueError(f"phase must be 'venous' or 'arterial', got {phase!r}")
     spacing = 384.0 / n if spacing is None else float(spacing)
     if not spacing > 0: raise ValueError(f"spacing must be > 0 mm, got {spacing}")

@@ -4,6 +4,7 @@
 from __future__ import annotations
 from dataclasses import dataclass
 import numpy as np
+from ..core import check_int
 import torch
 from .ct import add_noise
 from .phantoms import hu_to_mu, MU_WATER
@@ -48,11 +49,9 @@ class Scanner:
         if geometry not in GEOMETRIES: raise ValueError(f"geometry must be one of {GEOMETRIES}, got {geometry!r}")
         counts = dict(n_views=n_views, subsets=subsets, sart_iter=sart_iter, asd_iter=asd_iter, inr_steps=inr_steps)
         for k, v in counts.items():
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-                raise ValueError(f"{k} must be an integer >= 1, got {v!r}")
+            check_int(v, k, 1)
         if subsets > n_views: raise ValueError(f"subsets ({subsets}) cannot exceed the views ({n_views})")
-        if isinstance(inr_batch, bool) or not isinstance(inr_batch, (int, np.integer)) or inr_batch < 0:
-            raise ValueError(f"inr_batch must be an integer >= 0 (0: all slices at once), got {inr_batch!r}")
+        check_int(inr_batch, 'inr_batch', 0, req='an integer >= 0 (0: all slices at once)')
         if not noise_level > 0: raise ValueError(f"noise_level must be > 0 photons, got {noise_level}")
         self.n, self.n_views, self.geometry, self.noise_level = int(n), int(n_views), geometry, float(noise_level)
         self.device, self.dtype = torch.device(device), dtype

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from .ct import sparse_view_sinogram, fbp_t
 from .phantoms import anatomical_phantom, hu_to_mu, MU_WATER, LABELS
 from .models import UNet, freeze, care_loss
-from ..core import progress
+from ..core import progress, check_int
 
 # %% auto #0
 __all__ = ['N_CLASSES', 'hu_to_input', 'make_cases', 'train_segmenter', 'segment', 'train_enhancer', 'enhance']
@@ -53,9 +53,7 @@ def _check_images(x, name: str):
     return x
 
 def _check_batch(batch_size, name: str = "batch_size"):
-    ok = isinstance(batch_size, int) and not isinstance(batch_size, bool) and batch_size >= 1
-    if batch_size is not None and not ok:
-        raise ValueError(f"{name} must be None or an integer >= 1, got {batch_size!r}")
+    if batch_size is not None: check_int(batch_size, name, 1, req="None or an integer >= 1")
 
 
 def _autocast(device, amp: bool):
@@ -66,8 +64,7 @@ def _autocast(device, amp: bool):
 class _Checkpoint:
     "Save and resume a training loop (model, optimiser, RNG states, step, loss history) atomically every `every` steps."
     def __init__(self, path, every: int, config: dict):
-        if path is not None and (isinstance(every, bool) or not isinstance(every, int) or every < 1):
-            raise ValueError(f"checkpoint_every must be an integer >= 1, got {every!r}")
+        if path is not None: check_int(every, "checkpoint_every", 1)
         self.path, self.every, self.config = (Path(path) if path is not None else None), every, config
 
     def resume(self, model, opt, gen) -> tuple[int, list]:

@@ -6,7 +6,7 @@ import argparse, time
 import numpy as np
 import pandas as pd
 
-from ..core import in_notebook
+from ..core import in_notebook, check_int
 from .criteria import bench_neighbours, preprocess
 
 # %% auto #0
@@ -45,8 +45,7 @@ def neighbour_pool(n_docs: int = 10_000,              # documents, spread over t
     from scipy.spatial.distance import pdist
     from neurips25.curation.corpus import SOURCES, build_minipile
     from neurips25.curation.embeddings import embed_docs
-    if isinstance(n_docs, bool) or not isinstance(n_docs, (int, np.integer)) or n_docs < 100:
-        raise ValueError(f"n_docs must be an int >= 100, got {n_docs!r}")
+    check_int(n_docs, 'n_docs', 100)
     if not 0 < budget_fraction < 1: raise ValueError(f"budget_fraction must lie in (0, 1), got {budget_fraction}")
     caps = pool_caps(n_docs, doc_tokens, seed)
     texts = build_minipile(docs_per_source=caps, doc_tokens=doc_tokens, seed=seed, show_progress=False).texts()[:n_docs]

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 import neurips25.core as core
-from ..core import DataFileError, progress
+from ..core import DataFileError, progress, check_int
 
 # %% auto #0
 __all__ = ['TOKENIZERS', 'MAN_DIR', 'MAN_PACKAGES', 'WORDNET_DIR', 'BIBLE_DATA', 'FORTUNES_DIR', 'FORTUNE_PACKAGES',
@@ -36,9 +36,7 @@ def _check_tokenizer(tokenizer: str):
     if tokenizer not in TOKENIZERS: raise ValueError(f"unknown tokenizer {tokenizer!r}: use one of {TOKENIZERS}")
 
 def _check_positive_int(x, name: str) -> int:
-    if isinstance(x, bool) or not isinstance(x, (int, np.integer)) or x < 1:
-        raise ValueError(f"{name} must be a positive integer, got {x!r}")
-    return int(x)
+    return check_int(x, name, 1)
 
 def chunk_text(text: str,                     # the text (one packed stream of a source)
                doc_tokens: int,               # tokens per document

@@ -11,7 +11,7 @@ import pandas as pd
 import torch
 
 from .. import core, lm
-from ..core import progress
+from ..core import progress, check_int
 from .corpus import MiniPile, SPLITS, corpus_sha256, _check_fractions, _split_labels, _rng
 
 # %% auto #0
@@ -42,8 +42,7 @@ def _names(sets) -> tuple | None:
 class SequencePacker:
     "Pack a stream of documents into consecutive sequences of exactly `n` whitespace tokens (blank line between docs)."
     def __init__(self, n: int):
-        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-            raise ValueError(f"doc_tokens must be a positive integer, got {n!r}")
+        check_int(n, 'doc_tokens', 1)
         self.n, self.rest = int(n), ""
         self._rx = re.compile(r"\S+(?:\s+\S+){%d}" % (self.n - 1)) if self.n > 1 else re.compile(r"\S+")
 
@@ -66,8 +65,7 @@ def sample_pile_sequences(docs: Iterable[dict],     # {'text', 'pile_set_name'} 
                          ) -> tuple[dict, pd.DataFrame]:
     "Per source, a seeded uniform sample (reservoir) of its packed sequences; and documents/sequences seen per source."
     per_source = _positive(per_source, "docs_per_source")
-    if isinstance(max_docs, bool) or not isinstance(max_docs, (int, np.integer)) or max_docs < 0:
-        raise ValueError(f"max_docs must be an integer >= 0 (0: no limit), got {max_docs!r}")
+    check_int(max_docs, 'max_docs', 0, req='an integer >= 0 (0: no limit)')
     packers, keep, seen, ndocs, rngs = {}, {}, {}, {}, {}
     for k, d in enumerate(docs):
         if max_docs and k >= max_docs:
@@ -93,9 +91,7 @@ def sample_pile_sequences(docs: Iterable[dict],     # {'text', 'pile_set_name'} 
 
 
 def _positive(x, name: str) -> int:
-    if isinstance(x, bool) or not isinstance(x, (int, np.integer)) or x < 1:
-        raise ValueError(f"{name} must be a positive integer, got {x!r}")
-    return int(x)
+    return check_int(x, name, 1)
 
 # %% ../../nbs/p08_curation/04_scale.ipynb #055d1bc3
 def _shards(files, root: Path | None) -> list:

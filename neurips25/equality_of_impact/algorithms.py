@@ -6,7 +6,8 @@ import abc, math, sys, time
 from dataclasses import dataclass, field
 from typing import Generator
 import numpy as np
-from .env import Environment, make_env, _int_at_least
+from ..core import check_int
+from .env import Environment, make_env
 from .objective import FairOptimum, offline_optimum
 from .envelopes import gap_envelopes, certified_root_interval
 
@@ -78,8 +79,7 @@ def simulate(policy: Policy,       # the learner
              seed: int = 0,        # noise seed
             ) -> RunResult:
     "Run `policy` for T rounds against `env` with censored (block-mean) feedback."
-    if not isinstance(T, (int, np.integer)) or T < 1:
-        raise ValueError(f"horizon T must be a positive integer, got {T!r}")
+    check_int(T, 'horizon T', 1)
     rng = np.random.default_rng(seed)
     gen = policy.play(int(T))
     A, N, t, t0 = [], [], 0, time.perf_counter()
@@ -220,8 +220,7 @@ class NoisyEoI(Policy):
         super().__init__(B, sigma, sizes)
         if not 0 < delta < 1: raise ValueError(f"delta must be in (0, 1), got {delta}")
         for k, v in dict(n0=n0, exploit=exploit, K=K, n_search=n_search).items():
-            if not _int_at_least(v, 1):
-                raise ValueError(f"{k} must be an integer >= 1, got {v!r}")
+            check_int(v, k, 1)
         self.delta, self.n0, self.exploit, self.K, self.use_envelopes, self.atol = (
             delta,
             int(n0),

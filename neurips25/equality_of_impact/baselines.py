@@ -4,7 +4,7 @@
 from __future__ import annotations
 import math
 import numpy as np
-from .env import _int_at_least
+from ..core import check_int
 from .algorithms import Policy, FOREVER
 
 # %% auto #0
@@ -37,10 +37,8 @@ class ExploreThenCommit(Policy):
     name = "explore-then-commit"
     def __init__(self, B=1.0, sigma=0.0, sizes=(1.0, 1.0), K: int = 16, m: int | None = None):
         super().__init__(B, sigma, sizes)
-        if not _int_at_least(K, 2):
-            raise ValueError(f"explore-then-commit needs an integer K >= 2 grid points, got {K!r}")
-        if m is not None and not _int_at_least(m, 1):
-            raise ValueError(f"m (rounds per grid point) must be None (automatic) or an integer >= 1, got {m!r}")
+        check_int(K, "K", 2, req="an integer >= 2 (explore-then-commit's grid points)")
+        if m is not None: check_int(m, "m (rounds per grid point)", 1, req="None (automatic) or an integer >= 1")
         self.K, self.m = int(K), m
     def play(self, T):
         m = self.m if self.m is not None else (1 if self.sigma == 0 else max(1, math.ceil(T ** (2 / 3) / self.K)))
@@ -59,8 +57,7 @@ class UCBGrid(Policy):
     name = "UCB (grid)"
     def __init__(self, B=1.0, sigma=0.0, sizes=(1.0, 1.0), K: int = 33, delta: float = 0.05):
         super().__init__(B, sigma, sizes)
-        if not _int_at_least(K, 2):
-            raise ValueError(f"UCB needs an integer K >= 2 arms, got {K!r}")
+        check_int(K, "K", 2, req="an integer >= 2 (UCB's arms)")
         if not 0 < delta < 1: raise ValueError(f"delta must be in (0, 1), got {delta}")
         self.K, self.delta = int(K), float(delta)
     def play(self, T):

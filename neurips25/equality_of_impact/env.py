@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Callable
 import numpy as np
 from scipy.stats import poisson
+from ..core import check_int
 
 # %% auto #0
 __all__ = ['ENV_NAMES', 'Response', 'SatExp', 'LogResponse', 'Quadratic', 'Discovery', 'FunctionResponse', 'check_response',
@@ -80,10 +81,6 @@ class FunctionResponse(Response):
     def __repr__(self): return f"FunctionResponse({self.name})"
 
 # %% ../../nbs/p04_equality_of_impact/00_env.ipynb #3884376f
-def _int_at_least(v, lo: int) -> bool:
-    "Whether v is an integer (not a bool, not a float) >= lo: the one test behind every count argument of the series."
-    return not isinstance(v, bool) and isinstance(v, (int, np.integer)) and v >= lo
-
 def check_response(f: Callable,          # vectorised response on [0, B]
                    B: float,             # budget
                    name: str = "f",      # used in error messages
@@ -95,8 +92,7 @@ def check_response(f: Callable,          # vectorised response on [0, B]
                   ) -> None:
     ("Raise ValueError if `f` is not finite, nondecreasing (if `monotone`) or concave (if `concave`) on a grid of [0, "
      "B] and its cell midpoints.")
-    if not _int_at_least(n_grid, 3):
-        raise ValueError(f"n_grid must be an integer >= 3, got {n_grid!r}")
+    check_int(n_grid, "n_grid", 3)
     x = np.linspace(0.0, B, 2 * int(n_grid) - 1)         # the n_grid grid and the midpoints of its cells
     y = np.asarray(f(x), dtype=float)
     if y.shape != x.shape:

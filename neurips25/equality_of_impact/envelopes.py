@@ -3,7 +3,7 @@
 # %% ../../nbs/p04_equality_of_impact/02_envelopes.ipynb #224d463c
 from __future__ import annotations
 import numpy as np
-from .env import _int_at_least
+from ..core import check_int
 
 # %% auto #0
 __all__ = ['concave_envelopes', 'gap_envelopes', 'certified_root_interval']
@@ -98,8 +98,7 @@ def certified_root_interval(env_bounds,        # callable z -> (Delta_lo(z), Del
     "Outer approximation of {a in [lo, hi] : Delta_lo(a) <= 0 <= Delta_hi(a)} by nested grids."
     if not hi >= lo: raise ValueError(f"empty bracket [{lo}, {hi}]")
     for k, v, m in (("n_grid", n_grid, 3), ("refine", refine, 1)):
-        if not _int_at_least(v, m):
-            raise ValueError(f"{k} must be an integer >= {m}, got {v!r}")
+        check_int(v, k, m)
     def first_true(pred_idx, a, b):                       # smallest point with pred, rounded down to a grid point
         for _ in range(refine):
             g = np.linspace(a, b, n_grid)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 from ..core import progress
-from .env import make_env, ENV_NAMES, _int_at_least
+from ..core import check_int
+from .env import make_env, ENV_NAMES
 from .objective import offline_optimum, welfare_optimum
 from .algorithms import NonNoisyEoI, NoisyEoI, simulate
 from .baselines import (EqualSplit, Proportional, ExploreThenCommit, UCBGrid,
@@ -28,8 +29,7 @@ LABELS = {k: v.name for k, v in METHODS.items()}
 
 def checkpoints(T: int, per_decade: int = 4) -> np.ndarray:
     "Log-spaced rounds from min(100, T) to T, plus 0.9 T and 1000 when <= T."
-    if not _int_at_least(T, 1):
-        raise ValueError(f"T must be an integer >= 1, got {T!r}")
+    check_int(T, "T", 1)
     t = np.unique(
         np.round(
             np.logspace(

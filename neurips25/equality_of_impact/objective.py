@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import minimize_scalar
-from .env import Environment, make_env, _int_at_least
+from ..core import check_int
+from .env import Environment, make_env
 
 # %% auto #0
 __all__ = ['FairOptimum', 'offline_optimum', 'welfare_optimum', 'price_of_fairness', 'brute_force_optimum', 'fairness_regret',
@@ -85,8 +86,7 @@ def price_of_fairness(env: Environment) -> float:
 # %% ../../nbs/p04_equality_of_impact/01_objective.ipynb #f435fc55
 def brute_force_optimum(env: Environment, n_grid: int = 200_001, tol: float | None = None) -> tuple[float, float]:
     "(a*, V*) by grid search: least |Delta| on the grid, then the best welfare among points within tol of it."
-    if not _int_at_least(n_grid, 2):
-        raise ValueError(f"n_grid must be an integer >= 2 (the grid includes 0 and B), got {n_grid!r}")
+    check_int(n_grid, "n_grid", 2, req="an integer >= 2 (the grid includes 0 and B)")
     if tol is not None and not (np.isfinite(tol) and tol >= 0):
         raise ValueError(f"tol must be >= 0 and finite, got {tol}")
     a = np.linspace(0.0, env.B, n_grid)

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from .matroids import (Matroid, Matchoid, UniformMatroid, FairMatroidError, LoopError)
+from .matroids import (Matroid, Matchoid, UniformMatroid, FairMatroidError, LoopError, check_int)
 from .arboricity import matroid_partition
 from .online import Colourer, ColouringAlgorithm
 
@@ -16,9 +16,7 @@ __all__ = ['alg1_num_colours', 'alg4_num_colours', 'GreedyColourer', 'GreedyColo
 
 # %% ../../nbs/p10_fair_matroid/04_greedy.ipynb #fd57184f
 def _pos_int(x, name: str) -> int:
-    if isinstance(x, bool) or not isinstance(x, (int, np.integer)) or x < 1:
-        raise FairMatroidError(f"{name} must be an integer >= 1, got {x!r}")
-    return int(x)
+    return check_int(x, name, 1)
 
 def alg1_num_colours(alpha: int,    # arboricity α (or an upper bound)
                      k: int,        # rank k (or an upper bound)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .matroids import (LaminarMatroid, UniformMatroid, PartitionMatroid, FairMatroidError)
+from .matroids import (LaminarMatroid, UniformMatroid, PartitionMatroid, FairMatroidError, check_int)
 from .online import Colourer, ColouringAlgorithm
 
 # %% auto #0
@@ -78,8 +78,7 @@ class LaminarColouring(ColouringAlgorithm):
                  alpha: int,                      # α (or α' = max_j ⌈|S_j|/r_j⌉, or any upper bound)
                  guard: str = "reject", on_problem: str = "report"):
         if not isinstance(matroid, LaminarMatroid): raise FairMatroidError("Algorithm 2 needs a LaminarMatroid")
-        if isinstance(alpha, bool) or not isinstance(alpha, (int, np.integer)) or alpha < 1:
-            raise FairMatroidError(f"alpha must be an integer >= 1, got {alpha!r}")
+        check_int(alpha, 'alpha', 1)
         super().__init__(matroid, guard, on_problem)
         self.alpha = int(alpha)
         self.m = 2 * self.alpha - 1

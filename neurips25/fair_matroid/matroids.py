@@ -326,9 +326,9 @@ class LaminarMatroid(Matroid):
         self.sets = [sorted({check_element(e, self.n) for e in S}) for S in sets]
         self.caps = []
         for j, (S, r) in enumerate(zip(self.sets, caps)):
-            if isinstance(r, (bool, np.bool_)) or not isinstance(r, (int, np.integer)) or r < 1:   # 2.0 and NaN too
-                raise LaminarFamilyError(f"cap r_{j} = {r!r} must be an integer >= 1 (a cap 0 makes S_{j} loops; "
-                                         "non-integers are refused, as in PartitionMatroid)")
+            check_int(r, f"cap r_{j}", 1, error=LaminarFamilyError,   # 2.0 and NaN too
+                      req=f"an integer >= 1 (a cap 0 makes S_{j} loops; non-integers are refused, "
+                          "as in PartitionMatroid)")
             self.caps.append(int(r))
             if not S: raise LaminarFamilyError(f"set S_{j} is empty")
         members = [[] for _ in range(self.n)]

@@ -46,8 +46,7 @@ def _distribution(h: Callable, l_max: int) -> np.ndarray:
 
 def wrapper_distribution(h: Callable = h_paper, l_max: int = DEFAULT_L_MAX) -> np.ndarray:
     "P(l) for l = 1..l_max (index l-1); 1 − sum is the probability of accepting nothing (Thm 8)."
-    if not isinstance(l_max, (int, np.integer)) or l_max < 1:
-        raise FairMatroidError(f"l_max must be an int >= 1, got {l_max!r}")
+    check_int(l_max, 'l_max', 1)
     return _distribution(h, int(l_max))
 
 def wrapper_guarantee(f: int, c: float = 1.0, h: Callable = h_paper, l_max: int = DEFAULT_L_MAX) -> float:

@@ -7,7 +7,7 @@ from typing import Callable
 
 import numpy as np
 
-from .matroids import (Matroid, GraphicMatroid, FairMatroidError, LoopError)
+from .matroids import (Matroid, GraphicMatroid, FairMatroidError, LoopError, check_int)
 from .arboricity import arboricity
 from .online import OnlineAlgorithm, OnlineRun
 
@@ -105,8 +105,7 @@ def vertex_positions(level: np.ndarray) -> np.ndarray:
 
 def alg3_bound(d: int) -> dict:
     "Lemmas 15–16: q, x, δ, b, P and the proven minimum acceptance probability (1 − 2P) q / (b − d)."
-    if isinstance(d, (bool, np.bool_)) or not isinstance(d, (int, np.integer)) or d < 3:
-        raise FairMatroidError(f"the bound of Thm 15 needs an integer d >= 3, got {d!r}")
+    check_int(d, "d", 3, req="an integer >= 3 (the bound of Thm 15)")
     d = int(d)
     q = d ** -0.25 / 3
     x = 2 * q / (1 + q)
@@ -121,9 +120,8 @@ class DegeneracyAlgorithm(SamplingModelAlgorithm):
     def __init__(self, matroid: GraphicMatroid,    # the graphic matroid (edges reveal their endpoints)
                  d: int):                          # degeneracy d >= 3 (or an upper bound)
         if not isinstance(matroid, GraphicMatroid): raise FairMatroidError("Algorithm 3 needs a GraphicMatroid")
-        if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 3:
-            raise FairMatroidError(f"Algorithm 3 needs an integer d >= 3 (Thm 15), got {d!r}; a graph of smaller "
-                                   "degeneracy is also 3-degenerate")
+        check_int(d, "d", 3, req="an integer >= 3 for Algorithm 3 (Thm 15; a graph of smaller degeneracy is also "
+                                 "3-degenerate)")
         if (matroid.edges[:, 0] == matroid.edges[:, 1]).any():
             e = int(np.flatnonzero(matroid.edges[:, 0] == matroid.edges[:, 1])[0])
             raise LoopError(f"edge {e} is a self-loop, a loop of the graphic matroid: no algorithm can accept it, so "
@@ -181,8 +179,7 @@ class AcceptAll(OnlineAlgorithm):
 
 def alg3_for_alpha(M: GraphicMatroid, alpha: int, **kw) -> OnlineAlgorithm:
     "Cor 4: the α-knowing random-order algorithm — Algorithm 3 with d = 2α − 1, or accept-all for α = 1."
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, np.integer)) or alpha < 1:
-        raise FairMatroidError(f"alpha must be an integer >= 1, got {alpha!r}")
+    check_int(alpha, 'alpha', 1)
     if isinstance(M, GraphicMatroid) and (M.edges[:, 0] == M.edges[:, 1]).any():
         raise LoopError("the graph has a self-loop, a loop of the graphic matroid: no fair algorithm exists")
     if alpha == 1: return AcceptAll(M, **kw)

@@ -97,8 +97,7 @@ def round_allocation(
      "at d*R + r).")
     if frac.integral: raise FairSelectionError("round_allocation needs a fractional allocation")
     if rounding not in ROUNDINGS: raise FairSelectionError(f"rounding must be one of {ROUNDINGS}, got {rounding!r}")
-    if not isinstance(n_draws, (int, np.integer)) or n_draws < 1:
-        raise FairSelectionError(f"n_draws must be an integer >= 1, got {n_draws!r}")
+    check_int(n_draws, 'n_draws', 1)
     rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
     I = frac.inst
     X = np.tile(frac.x, (n_draws, 1))
@@ -112,8 +111,7 @@ def rounded_stats(frac: Allocation, rng=None, n_draws: int = 1, rounding: str = 
     "Value (D, R), class counts (D, R, M) and units used (D, R) over n_draws roundings, in memory-bounded chunks."
     if frac.integral: raise FairSelectionError("rounded_stats needs a fractional allocation")
     if rounding not in ROUNDINGS: raise FairSelectionError(f"rounding must be one of {ROUNDINGS}, got {rounding!r}")
-    if not isinstance(n_draws, (int, np.integer)) or n_draws < 1:
-        raise FairSelectionError(f"n_draws must be an integer >= 1, got {n_draws!r}")
+    check_int(n_draws, 'n_draws', 1)
     rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
     I = frac.inst
     R, T = I.values.shape

@@ -4,6 +4,7 @@
 from __future__ import annotations
 from dataclasses import dataclass, replace
 import numpy as np
+from ..core import check_int
 import pandas as pd
 
 from ..datasets import load_adult, load_compas, tabular_xys
@@ -193,8 +194,7 @@ def hetero_split(a: np.ndarray,                  # (n,) sensitive group
                 ) -> np.ndarray:
     "Client index of every sample: cells (a, y) allocated with weight gamma_k if y = a (mod G), else 1 - gamma_k."
     a, y = np.asarray(a), np.asarray(y)
-    if isinstance(n_clients, bool) or not isinstance(n_clients, (int, np.integer)) or n_clients < 1:
-        raise ValueError(f"n_clients must be an integer >= 1, got {n_clients!r}")
+    check_int(n_clients, 'n_clients', 1)
     lo, hi = (float(g) for g in gamma_range)
     if not 0 < lo <= hi < 1: raise ValueError(f"gamma_range must satisfy 0 < lo <= hi < 1, got {gamma_range}")
     G = int(a.max()) + 1

@@ -9,7 +9,7 @@ import pandas as pd
 import torch
 import torch.nn as nn
 
-from ..core import get_device, progress
+from ..core import get_device, progress, check_int
 from .data import FedDataset
 from .fedavg import make_model
 from .bayes import FairSpec, FairProblem, priors_from, joint_from_labels, confusion_tensor
@@ -107,8 +107,7 @@ def fedfact_in(train: FedDataset,        # labelled training samples of all clie
     if rounds < 1 or local_steps < 1: raise ValueError("rounds and local_steps must be >= 1")
     for nm, v in (("lr", lr), ("dual_lr", dual_lr), ("w_lr", w_lr), ("bound", bound)):
         if not (np.isfinite(v) and v > 0): raise ValueError(f"{nm} must be > 0 and finite, got {v}")
-    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
-        raise ValueError(f"batch_size must be an integer >= 1, got {batch_size!r}")
+    check_int(batch_size, 'batch_size', 1)
     if not 1 <= n_ensemble <= rounds: raise ValueError(f"n_ensemble must be in [1, rounds], got {n_ensemble}")
     dev = get_device(device)
     torch.manual_seed(seed)

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 import torch.nn.functional as F
 
-from ..core import get_device, progress
+from ..core import get_device, progress, check_int
 from .data import FedDataset, federate
 
 # %% auto #0
@@ -58,15 +58,14 @@ def enem_table(raw: pd.DataFrame,         # read_enem_filtered's output
               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list]:
     "Features X (float32, min-max scaled), group a, label y and feature names of n_rows ENEM participants."
     if groups not in ENEM_GROUPS: raise ValueError(f"groups must be one of {list(ENEM_GROUPS)}, got {groups!r}")
-    if not isinstance(n_classes, (int, np.integer)) or n_classes < 2:
-        raise ValueError(f"n_classes must be an int >= 2, got {n_classes!r}")
+    check_int(n_classes, 'n_classes', 2)
     label = raw.attrs.get("label", "NU_NOTA_CH")
     grade = raw[label].to_numpy(np.float64)
     edges = np.quantile(grade, np.linspace(0, 1, n_classes + 1))       # LoGofair's construct_grade
     if len(np.unique(edges)) != len(edges):
         raise ValueError(f"enem: {label} has too few distinct values for {n_classes} quantile classes")
     y_all = np.clip(np.searchsorted(edges, grade, side="right") - 1, 0, n_classes - 1)
-    if not isinstance(n_rows, (int, np.integer)) or n_rows < 1: raise ValueError(f"n_rows must be >= 1, got {n_rows!r}")
+    check_int(n_rows, 'n_rows', 1)
     take = np.sort(np.random.default_rng(seed).choice(len(raw), min(n_rows, len(raw)), replace=False))
     df, y = raw.iloc[take], y_all[take]
     a = df["TP_COR_RACA"].map(ENEM_GROUPS[groups]).to_numpy(np.int64)
@@ -232,8 +231,7 @@ def fedavg_images(images: np.ndarray,     # uint8 (n, 3, s, s) training images o
     if y.shape != (len(images),) or k.shape != (len(images),):
         raise ValueError(f"y and k must have shape ({len(images)},), got {y.shape}, {k.shape}")
     for nm, v in (("rounds", rounds), ("local_epochs", local_epochs), ("batch_size", batch_size)):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-            raise ValueError(f"{nm} must be a positive int, got {v!r}")
+        check_int(v, nm, 1)
     device = torch.device(device) if device is not None else get_device("auto")
     clients = np.unique(k)
     idx = {c: np.nonzero(k == c)[0] for c in clients}

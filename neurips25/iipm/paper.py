@@ -10,7 +10,7 @@ import torch
 from torch import nn
 import torch.nn.functional as F
 
-from ..core import get_device, progress
+from ..core import get_device, progress, check_int
 from .selective import selective_scores
 
 # %% auto #0
@@ -89,8 +89,7 @@ def cifar_split(name: str,                 # cifar10 | cifar100
     "uint8 images (n, 32, 32, 3), int64 labels and the number of classes K of a CIFAR split."
     from neurips25.sources.loaders import load_cifar
     if name not in CIFAR_STATS: raise ValueError(f"unknown CIFAR data set {name!r}: use cifar10 or cifar100")
-    if not isinstance(n_max, (int, np.integer)) or n_max < 0:
-        raise ValueError(f"n_max must be an int >= 0, got {n_max!r}")
+    check_int(n_max, 'n_max', 0)
     a = load_cifar(name, split, root=root, check_count=check_count)
     x, y = a.images, a.labels
     if n_max and n_max < len(y):
@@ -171,10 +170,8 @@ def train_member(images: np.ndarray,        # uint8 (n, 32, 32, 3) training imag
     "Train one ResNet-20 with chenyaofo's recipe; the model, its per-epoch history, training seconds and throughput."
     import pandas as pd
     for k, v in (("epochs", epochs), ("batch_size", batch_size), ("n_classes", n_classes)):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-            raise ValueError(f"{k} must be a positive int, got {v!r}")
-    if not isinstance(workers, (int, np.integer)) or workers < 0:
-        raise ValueError(f"workers must be an int >= 0, got {workers!r}")
+        check_int(v, k, 1)
+    check_int(workers, 'workers', 0)
     if not (np.isfinite(lr) and lr > 0): raise ValueError(f"lr must be > 0, got {lr}")
     _check_images(images, labels, n_classes, "training set")
     device = torch.device(device) if device is not None else get_device("auto")
@@ -266,8 +263,7 @@ def cifar_ensemble(name: str,                   # cifar10 | cifar100
                   ) -> dict:
     "Train m ResNet-20s on a CIFAR training split; their test softmax outputs (n, m, K), test labels, member table."
     import pandas as pd
-    if not isinstance(n_members, (int, np.integer)) or n_members < 1:
-        raise ValueError(f"empty ensemble: n_members must be >= 1, got {n_members!r}")
+    check_int(n_members, 'n_members (the ensemble size)', 1)
     Xtr, ytr, K = cifar_split(name, "train", n_train, seed, check_count, root)
     Xte, yte, _ = cifar_split(name, "test", n_test, seed + 1, check_count, root)
     mean, std = CIFAR_STATS[name]
@@ -297,8 +293,7 @@ def bucket_runs(probs: np.ndarray,          # (n, m, K) ensemble predictions on 
                 seed: int = 0,              # seed of the random bucket assignment
                ) -> list[dict]:
     "Split the test points at random into equal buckets; selective_scores per bucket (with its index)."
-    if not isinstance(n_buckets, (int, np.integer)) or not 1 <= n_buckets <= len(y):
-        raise ValueError(f"n_buckets must be an int in [1, {len(y)}], got {n_buckets!r}")
+    check_int(n_buckets, 'n_buckets', 1, len(y))
     perm = np.random.default_rng(seed).permutation(len(y))
     buckets = np.array_split(perm, n_buckets)
     return [selective_scores(probs[b], y[b], names) | {"bucket": i} for i, b in enumerate(buckets)]

@@ -14,7 +14,7 @@ from .symmetry import (space_group, apply_ops, wrapped_normal, project_to_wyckof
 from .lattice import LatticeGrid, cell_volume
 from .sg_prior import MLP, fourier_features, check_sg_tensor
 from .score_norm import score_norm_table, pruned_images
-from ..core import progress
+from ..core import progress, check_int
 
 # %% auto #0
 __all__ = ['METRICS', 'MODES', 've_sigmas', 'WyckoffCosets', 'wyckoff_cosets', 'lattice_matrix', 'AsuBatch', 'make_batch',
@@ -25,7 +25,7 @@ __all__ = ['METRICS', 'MODES', 've_sigmas', 'WyckoffCosets', 'wyckoff_cosets', '
 # %% ../../nbs/p05_sgequidiff/06a_coordinate_diffusion.ipynb #aa47ffd3
 def ve_sigmas(T: int = 1000, sigma_min: float = 0.002, sigma_max: float = 0.5) -> np.ndarray:
     "sigma_t = sigma_min (sigma_max/sigma_min)^((t-1)/(T-1)), t = 1..T (fractional units)."
-    if not isinstance(T, (int, np.integer)) or T < 2: raise ValueError(f"T must be an integer >= 2, got {T!r}")
+    check_int(T, 'T', 2)
     if not 0 < sigma_min < sigma_max: raise ValueError(f"need 0 < sigma_min < sigma_max, got {sigma_min}, {sigma_max}")
     return sigma_min * (sigma_max / sigma_min) ** (np.arange(T) / (T - 1))
 

@@ -3,6 +3,7 @@
 # %% ../../nbs/p05_sgequidiff/07a_likelihood.ipynb #48636786
 from __future__ import annotations
 import numpy as np
+from ..core import check_int
 import torch
 
 from .symmetry import space_group
@@ -58,8 +59,7 @@ def pf_log_likelihood(score_fn,                 # (x (n, 3) torch, sigma float) 
                      ) -> tuple[np.ndarray, np.ndarray]:
     "(log p_{sigma0}(x0) per crystal (B,), x at sigma1 (n, 3)) by the probability-flow ODE (RK4, exact divergence)."
     if not 0 < sigma0 < sigma1: raise ValueError(f"need 0 < sigma0 < sigma1, got {sigma0}, {sigma1}")
-    if not isinstance(n_steps, (int, np.integer)) or n_steps < 1:
-        raise ValueError(f"n_steps must be a positive integer, got {n_steps!r}")
+    check_int(n_steps, 'n_steps', 1)
     x0 = np.asarray(x0, float)
     if x0.shape != (len(batch.elem), 3) or not np.isfinite(x0).all():
         raise ValueError(f"x0 must be finite with shape ({len(batch.elem)}, 3)")

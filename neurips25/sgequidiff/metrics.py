@@ -7,7 +7,7 @@ from functools import lru_cache
 import numpy as np
 from pymatgen.core import Composition
 
-from ..core import progress
+from ..core import progress, check_int
 
 # %% auto #0
 __all__ = ['COV_CUTOFFS', 'structure_validity', 'smact_validity', 'structure_fingerprint', 'composition_fingerprint',
@@ -160,8 +160,7 @@ def _wdist(gen: list, ref: list, n_max: int, rng: np.random.Generator | None, f)
     if not gen or not ref: raise ValueError("wdist needs non-empty generated and reference sets")
     if any(s is None for s in gen) or any(s is None for s in ref):
         raise ValueError("wdist: None entries (failed samples) must be dropped first")
-    if not isinstance(n_max, (int, np.integer)) or n_max < 1:
-        raise ValueError(f"wdist: n_max (the most generated crystals compared) must be an integer >= 1, got {n_max!r}")
+    check_int(n_max, 'wdist: n_max (the most generated crystals compared)', 1)
     rng = np.random.default_rng(0) if rng is None else rng
     g = gen if len(gen) <= n_max else [gen[i] for i in rng.choice(len(gen), n_max, replace=False)]
     return float(wasserstein_distance([f(s) for s in g], [f(s) for s in ref]))

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..core import CACHE_PATH, DATA_PATH, cache_key, cache_enabled, get_device, progress, _atomic_write_bytes
+from ..core import CACHE_PATH, DATA_PATH, cache_key, cache_enabled, get_device, progress, _atomic_write_bytes, check_int
 from .symmetry import space_group
 from .lattice import LatticeGrid, LENGTH_RANGES
 from .representation import (AsymCrystal, SymmetryError, origin_shift,
@@ -72,16 +72,13 @@ AMP_MODES = ("none", "bf16", "auto")
 def _check_config(cfg: SGEquiDiffConfig):
     "One clear error for a configuration the training loop cannot run."
     if cfg.amp not in AMP_MODES: raise ValueError(f"amp must be one of {AMP_MODES}, got {cfg.amp!r}")
-    if isinstance(cfg.val_every, bool) or not isinstance(cfg.val_every, (int, np.integer)) or cfg.val_every < -1:
-        raise ValueError(f"val_every must be an integer >= -1 (-1: one epoch), got {cfg.val_every!r}")
+    check_int(cfg.val_every, 'val_every', -1, req='an integer >= -1 (-1: one epoch)')
     for k in ("epochs", "patience", "lr_patience", "n_val_coords"):
         v = getattr(cfg, k)
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
-            raise ValueError(f"{k} must be a non-negative integer, got {v!r}")
+        check_int(v, k, 0)
     for k in ("ckpt_every", "sample_batch", "batch_size"):
         v = getattr(cfg, k)
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-            raise ValueError(f"{k} must be a positive integer, got {v!r}")
+        check_int(v, k, 1)
     if not 0 < cfg.lr_factor < 1: raise ValueError(f"lr_factor must be in (0, 1), got {cfg.lr_factor}")
     if (cfg.patience or cfg.lr_patience) and not cfg.val_every:
         raise ValueError("patience and lr_patience count validations: set val_every > 0 (steps between validations)")
@@ -257,8 +254,7 @@ def load_training_data(dataset: str = "synthetic",   # synthetic | package | pac
     from neurips25.sgequidiff.representation import from_structure
     va_s = []
     if dataset in BENCHMARKS:                                          # the full benchmark: train / val / test splits
-        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
-            raise ValueError(f"n must be a non-negative integer, got {n!r}")
+        check_int(n, 'n', 0)
         lim = int(n) or None                                           # None: whole splits, row counts checked
         tr_s, va_s, te_s = (_benchmark_rows(dataset, mp20_source, s, lim) for s in ("train", "val", "test"))
     else:
@@ -322,8 +318,7 @@ def _train_loop(name: str, key: str,                  # cache folder and content
                ) -> dict:
     ("Run (or resume) a training loop; return the history {module: [loss per step]}, 'time_s', and with validation "
      "'val', 'stopped'.")
-    if not isinstance(n_steps, (int, np.integer)) or n_steps < 0:
-        raise ValueError(f"n_steps must be a non-negative integer, got {n_steps!r}")
+    check_int(n_steps, 'n_steps', 0)
     if val_every and val_fn is None: raise ValueError("val_every > 0 needs a validation set (val_fn)")
     path = _ckpt_path(name, key)
     use = cache_enabled()
@@ -676,10 +671,9 @@ class SGEquiDiff:
                sgs=None,                          # optional fixed space groups (n,) instead of drawing from p(G)
               ) -> list[Sample]:
         "Generate n crystals end to end: G -> L -> (W, E) -> X -> pymatgen Structures."
-        if not isinstance(n, (int, np.integer)) or n < 1: raise ValueError(f"n must be a positive integer, got {n!r}")
+        check_int(n, 'n', 1)
         batch_size = self.cfg.sample_batch if batch_size is None else batch_size
-        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
-            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+        check_int(batch_size, 'batch_size', 1)
         gen = torch.Generator().manual_seed(seed)
         rng = np.random.default_rng(seed)
         d = self.discrete

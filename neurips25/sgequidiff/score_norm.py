@@ -7,7 +7,7 @@ from functools import lru_cache
 import numpy as np
 import torch
 
-from ..core import cached
+from ..core import cached, check_int
 from .symmetry import (space_group, apply_ops, _wrap, _images, wrapped_normal, invariant_metric,
                                            metric_projector, noise_factor, metric_norm)
 
@@ -29,13 +29,11 @@ def _metric_tensor(sg: int, metric: str) -> np.ndarray | None:
 def _check_key(sg, w, grid, n_mc, K, metric="invariant"):
     G = space_group(sg)
     _metric_tensor(1, metric)
-    if isinstance(w, (bool, np.bool_)) or not isinstance(w, (int, np.integer)) or not 0 <= w < len(G.wyckoffs):
-        raise ValueError(f"group {sg} has Wyckoff indices 0..{len(G.wyckoffs) - 1}, got {w!r}")
+    check_int(w, "w", 0, len(G.wyckoffs) - 1, req=f"a Wyckoff index of group {sg} (0..{len(G.wyckoffs) - 1})")
     grid = np.asarray(grid, float)
     if grid.ndim != 1 or not len(grid) or not np.isfinite(grid).all() or (grid <= 0).any():
         raise ValueError(f"the sigma grid must be a non-empty 1-D array of positive numbers, got {grid!r}")
-    if isinstance(n_mc, (bool, np.bool_)) or not isinstance(n_mc, (int, np.integer)) or n_mc < 1:
-        raise ValueError(f"n_mc must be a positive integer, got {n_mc!r}")
+    check_int(n_mc, 'n_mc', 1)
     _images(K)                                                        # K: a non-negative integer
     return G, G.wyckoffs[int(w)], grid
 

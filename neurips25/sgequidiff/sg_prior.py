@@ -4,6 +4,7 @@
 from __future__ import annotations
 from functools import lru_cache
 import numpy as np
+from ..core import check_int
 import torch
 from torch import nn
 
@@ -146,8 +147,7 @@ class SpaceGroupPrior(nn.Module):
                allowed=None,                        # optional boolean (230,) mask of groups that may be drawn
               ) -> torch.Tensor:
         "n space-group numbers (1..230) drawn from p(G)^(1/temperature)."
-        if not isinstance(n, (int, np.integer)) or n < 0:
-            raise ValueError(f"n must be a non-negative integer, got {n!r}")
+        check_int(n, 'n', 0)
         if not temperature > 0: raise ValueError(f"temperature must be positive, got {temperature}")
         z = self.logits.detach().cpu() / temperature
         if allowed is not None:

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 import numpy as np
 
-from ..core import cached
+from ..core import cached, check_int
 
 # %% auto #0
 __all__ = ['CRYSTAL_SYSTEMS', 'check_sg', 'crystal_system', 'WyckoffPosition', 'SpaceGroup', 'space_group', 'wyckoff_position',
@@ -21,10 +21,7 @@ _SYSTEM_BOUNDS = (2, 15, 74, 142, 167, 194, 230)   # last group number of each s
 
 def check_sg(sg) -> int:
     "Validate a space-group number (an integer in 1..230) and return it as int."
-    if isinstance(sg, (bool, np.bool_)) or not isinstance(sg, (int, np.integer)):
-        raise TypeError(f"space-group number must be an integer in 1..230, got {sg!r}")
-    if not 1 <= int(sg) <= 230: raise ValueError(f"space-group number must be in 1..230, got {sg}")
-    return int(sg)
+    return check_int(sg, "space-group number", 1, 230, req="an integer in 1..230")
 
 def crystal_system(sg: int) -> str:
     "The crystal system of space group `sg`."
@@ -248,7 +245,7 @@ def projected_noise(wp: WyckoffPosition, sigma, n: int, rng: np.random.Generator
     return (rng.standard_normal((n, 3)) @ noise_factor(wp, metric).T) * np.reshape(sigma, (-1, 1) if sigma.ndim else ())
 
 def _images(K: int) -> np.ndarray:
-    if not isinstance(K, (int, np.integer)) or K < 0: raise ValueError(f"K must be a non-negative integer, got {K!r}")
+    check_int(K, 'K', 0)
     r = np.arange(-K, K + 1)
     return np.array(np.meshgrid(r, r, r, indexing="ij")).reshape(3, -1).T.astype(float)
 
@@ -301,8 +298,7 @@ def metric_norm(v: np.ndarray, metric=None) -> np.ndarray:
 def score_norm_mc(G: SpaceGroup, wp: WyckoffPosition, sigma: float, n: int = 2500, K: int = 1,
                   rng: np.random.Generator | None = None, metric=None) -> float:
     "Monte Carlo s_bar = E|projected score| over x0 uniform on wp and metric noise (the port's s_bar: metric None)."
-    if not isinstance(n, (int, np.integer)) or n < 1:
-        raise ValueError(f"score_norm_mc needs n >= 1 Monte Carlo samples (an integer), got {n!r}")
+    check_int(n, "n (score_norm_mc's Monte Carlo samples)", 1)
     if wp.dof == 0: return 0.0
     rng = np.random.default_rng(0) if rng is None else rng
     Pm = metric_projector(wp, metric)

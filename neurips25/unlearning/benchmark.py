@@ -8,7 +8,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from ..core import cached, progress
+from ..core import cached, progress, check_int
 from .meta import harmonic_mean
 
 # %% auto #0
@@ -145,8 +145,7 @@ def scaled_grid(method: str,              # a method of unlearning.methods.GRIDS
      "random.")
     from neurips25.unlearning.methods import GRIDS
     if method not in GRIDS: raise ValueError(f"no grid for {method!r}; grids: {', '.join(GRIDS)}")
-    if not isinstance(n_trials, (int, np.integer)) or n_trials < 1:
-        raise ValueError(f"n_trials must be a positive int, got {n_trials!r}")
+    check_int(n_trials, 'n_trials', 1)
     g = GRIDS[method]
     lrs = sorted(g["lr"])
     idx = np.unique(np.round(np.linspace(0, len(lrs) - 1, n_trials)).astype(int)) if n_trials > 1 else [len(lrs) // 2]

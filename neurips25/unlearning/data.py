@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 import numpy as np
+from ..core import check_int
 import pandas as pd
 import torch
 
@@ -526,15 +527,9 @@ def synth_tofu(n_authors: int = 60,     # training ("full") authors; TOFU has 20
                n_perturbed: int = 5,    # wrong answers per question (TOFU: 5)
               ) -> SynthTOFU:
     "Generate SynthTOFU: fictitious authors with templated QA in TOFU's schema, plus holdout authors and utility sets."
-    if not (isinstance(n_authors, (int, np.integer)) and n_authors >= 4):
-        raise ValueError(
-            f"n_authors must be an integer >= 4 (forget10 and retain_perturbed need disjoint authors), got "
-            f"{n_authors!r}"
-        )
-    if not (isinstance(n_questions, (int, np.integer)) and 1 <= n_questions <= len(ATTRIBUTES)):
-        raise ValueError(f"n_questions must be an integer in 1..{len(ATTRIBUTES)}, got {n_questions!r}")
-    if not (isinstance(n_perturbed, (int, np.integer)) and 1 <= n_perturbed <= 9):
-        raise ValueError(f"n_perturbed must be an integer in 1..9, got {n_perturbed!r}")
+    check_int(n_authors, "n_authors", 4, req="an integer >= 4 (forget10 and retain_perturbed need disjoint authors)")
+    check_int(n_questions, "n_questions", 1, len(ATTRIBUTES), req=f"an integer in 1..{len(ATTRIBUTES)}")
+    check_int(n_perturbed, "n_perturbed", 1, 9, req="an integer in 1..9")
     rng = np.random.default_rng(seed)
     n_hold = n_split_authors(n_authors, 10)
     n_all = n_authors + n_hold

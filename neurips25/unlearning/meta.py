@@ -11,7 +11,7 @@ import pandas as pd
 import torch
 from sklearn.metrics import roc_auc_score
 
-from ..core import cached, progress
+from ..core import cached, progress, check_int
 from ..lm import encode, train_lm, context_length
 from .data import format_prompts
 from .metrics import harmonic_mean   # HM of non-negative values, 0 if any is 0 (02_metrics)
@@ -90,8 +90,7 @@ def quantize_roundtrip(w: torch.Tensor,            # weights, any shape
     levels = torch.as_tensor(levels, dtype=torch.float32)
     if levels.ndim != 1 or len(levels) < 2 or not bool((levels[1:] > levels[:-1]).all()) or levels.abs().max() > 1:
         raise ValueError("levels must be a strictly increasing 1-D tensor of codes in [-1, 1]")
-    if not isinstance(block_size, int) or block_size < 1:
-        raise ValueError(f"block_size must be a positive int, got {block_size!r}")
+    check_int(block_size, "block_size", 1)
     if not torch.isfinite(w).all(): raise ValueError("cannot quantize weights with NaN or infinite values")
     x = w.detach().float().reshape(-1)
     pad = (-len(x)) % block_size

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from .. import lm
-from ..core import get_device, progress
+from ..core import get_device, progress, check_int
 from .trainer import (METHODS, UnlearnLoss, GradAscent, GradDiff, NPO, register_method, get_method,
                                           unlearn, check_batch, forward_logits, token_nll, mean_nll, sum_nll, batch_nll,
                                           retain_nll, retain_kl, log_ratio, dpo_loss, take_rows)
@@ -112,7 +112,7 @@ def idk_alternates(idk_answers: Sequence[str],  # the refusal strings (TOFU's id
     "One IdK answer per forget row, drawn uniformly (seeded), as the code's TOFU_QA_forget_idk draws a random line."
     if isinstance(idk_answers, str) or len(idk_answers) == 0:
         raise ValueError("idk_answers must be a non-empty list of strings")
-    if not isinstance(n, (int, np.integer)) or n < 1: raise ValueError(f"n must be a positive integer, got {n!r}")
+    check_int(n, 'n', 1)
     rng = np.random.default_rng(seed)
     return [idk_answers[int(i)] for i in rng.integers(len(idk_answers), size=n)]
 
@@ -367,8 +367,7 @@ class CEU(UnlearnLoss):
     def validate(self):
         super().validate()
         n = self.ignore_first_n_answer_tokens
-        if not isinstance(n, (int, np.integer)) or n < 0:
-            raise ValueError(f"CE-U: ignore_first_n_answer_tokens must be an integer >= 0, got {n!r}")
+        check_int(n, 'CE-U: ignore_first_n_answer_tokens', 0)
     def forget_loss(self, model, ref_model, forget, alternates=None):
         return ceu_loss(forward_logits(model, forget), forget["labels"], self.ignore_first_n_answer_tokens)
 

@@ -8,7 +8,7 @@ import pandas as pd
 import torch
 
 from .. import lm
-from ..core import get_device, in_notebook
+from ..core import get_device, in_notebook, check_int
 from .data import synth_tofu, qa_batch
 from .models import base_model
 from .trainer import unlearn
@@ -76,8 +76,7 @@ def bench_unlearn_speed(kinds=("tiny", "tiny_mid"),  # model kinds (MODEL_KINDS)
                         seed: int = 0,
                        ) -> pd.DataFrame:
     "Steps/s and tokens/s of `unlearn(GradDiff)` and of the plain loop on the same model copies and batches."
-    if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1:
-        raise ValueError(f"steps must be a positive int, got {steps!r}")
+    check_int(steps, 'steps', 1)
     bench, fdf, rdf = speed_data(n_authors, seed)
     rows = []
     for kind in kinds:

@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from .. import lm
-from ..core import progress
+from ..core import progress, check_int
 
 # %% auto #0
 __all__ = ['METHODS', 'check_batch', 'forward_logits', 'token_nll', 'mean_nll', 'sum_nll', 'packs', 'batch_nll', 'retain_nll',
@@ -346,8 +346,7 @@ def unlearn(model,                                  # a transformers causal LM (
             raise ValueError(f"{loss_fn.name} has a retain term (alpha={loss_fn.alpha}): pass `retain` (or alpha=0)")
         nr = check_batch(retain, "retain", model)
     for k, v in (("batch_size", batch_size), ("grad_accum", grad_accum)):
-        if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1:
-            raise ValueError(f"{k} must be an integer >= 1, got {v!r}")
+        check_int(v, k, 1)
     if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
         raise ValueError(f"lr must be a positive finite number, got {lr!r}")
     spe = max(1, math.ceil(nf / (batch_size * grad_accum)))             # steps per epoch (the forget set is the anchor)
@@ -357,8 +356,7 @@ def unlearn(model,                                  # a transformers causal LM (
         if not (math.isfinite(epochs) and epochs > 0):
             raise ValueError(f"epochs must be a positive number, got {epochs!r}")
         steps = max(1, math.ceil(epochs * spe))
-    if not isinstance(steps, (int, np.integer)) or isinstance(steps, bool) or steps < 1:
-        raise ValueError(f"steps must be an integer >= 1, got {steps!r}")
+    check_int(steps, 'steps', 1)
     if warmup is None:                                                 # warmup_epochs: 1.0 (configs/experiment/unlearn)
         warm = min(spe, steps - 1)
     elif isinstance(warmup, float) and 0 <= warmup < 1: warm = int(round(warmup * steps))
