@@ -7,7 +7,7 @@ import numpy as np
 from ..core import check_int
 import torch
 import torch.nn.functional as F
-from .ct import _as_theta, _check_n_iter
+from .ct import _as_theta
 from .operators import _filter_padded
 
 # %% auto #0
@@ -230,7 +230,7 @@ def _cone_sweep(x, y, subs, lam, nonneg):
 def _cone_start(op, proj, relaxation, n_iter, x0):
     y, lead = op._check_proj(proj)
     if not 0 < relaxation < 2: raise ValueError(f"relaxation must be in (0, 2), got {relaxation}")
-    n_iter = _check_n_iter(n_iter)
+    n_iter = check_int(n_iter, "n_iter", 1)
     x = (torch.zeros(y.shape[0], *op.shape, dtype=y.dtype, device=y.device) if x0 is None
          else x0.reshape(-1, *op.shape).clone())
     return y, lead, n_iter, x

@@ -47,10 +47,6 @@ def _is_real(v) -> bool:
     if torch.is_tensor(v): v = v.detach().cpu()
     return not isinstance(v, (bool, np.bool_)) and np.ndim(v) == 0 and np.asarray(v).dtype.kind in "iuf"
 
-def _check_n_iter(n_iter, name: str = "n_iter") -> int:
-    "A positive integer number of iterations (bool, float and non-positive values are refused)."
-    return check_int(n_iter, name, 1)
-
 def view_angles(n_views: int,          # number of projections
                 arc: float = 180.,     # angular range in degrees (180 suffices for parallel beam)
                ) -> np.ndarray:
@@ -81,7 +77,7 @@ def radon_t(images: torch.Tensor,     # (..., N, N) attenuation images
     "Parallel-beam forward projection, scikit-image conventions (circle=True); returns (..., A, N). Differentiable."
     x, batch = _as_images(images)
     th = _as_theta(theta)
-    chunk = _check_n_iter(chunk, "chunk")
+    chunk = check_int(chunk, "chunk", 1)
     B, n, _ = x.shape
     if n < 2: raise ValueError("images must be at least 2x2")
     out = []
@@ -180,7 +176,7 @@ def _iterative_start(sino, theta, n_iter, relaxation, x0):
     if sino.shape[-2] != th.numel():
         raise ValueError(f"sinogram has {sino.shape[-2]} views but theta has {th.numel()} angles")
     if not 0 < relaxation < 2: raise ValueError(f"relaxation must be in (0, 2), got {relaxation}")
-    _check_n_iter(n_iter)
+    check_int(n_iter, "n_iter", 1)
     n = sino.shape[-1]
     if x0 is None: return th, torch.zeros(*sino.shape[:-2], n, n, dtype=sino.dtype, device=sino.device)
     return th, _as_start(x0, n, sino).clone()

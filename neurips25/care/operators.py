@@ -7,7 +7,7 @@ import numpy as np
 from ..core import check_int
 import scipy.sparse as sps
 import torch
-from .ct import ramp_filter, _as_theta, _as_images, _as_sino, _as_start, _check_n_iter, _is_real
+from .ct import ramp_filter, _as_theta, _as_images, _as_sino, _as_start, _is_real
 
 # %% auto #0
 __all__ = ['SparseCT', 'ParallelBeam', 'FanBeam', 'os_sart', 'tv_gradient', 'asd_pocs']
@@ -152,7 +152,7 @@ class ParallelBeam(SparseCT):
                  circle: bool = True,     # FBP zero outside the inscribed circle
                  chunk: int = 16):        # views per block while building (memory bound; a positive integer)
         super().__init__(n, theta)
-        self.n_det, self.circle, self.chunk = self.n, circle, _check_n_iter(chunk, "chunk")
+        self.n_det, self.circle, self.chunk = self.n, circle, check_int(chunk, "chunk", 1)
     def subset(self, idx): return ParallelBeam(self.n, self.theta[np.asarray(idx)], self.circle, self.chunk)
     def _build_A(self):
         n, c = self.n, self.n // 2
@@ -197,7 +197,7 @@ class FanBeam(SparseCT):
             raise ValueError(
                 f"source_dist must exceed the image half-diagonal {c * math.sqrt(2):.1f} pixels, got {source_dist}"
             )
-        self.D, self.n_det = float(source_dist), self.n if n_det is None else _check_n_iter(n_det, "n_det")
+        self.D, self.n_det = float(source_dist), self.n if n_det is None else check_int(n_det, "n_det", 1)
         if det_spacing is not None and not _is_real(det_spacing):
             raise ValueError(f"det_spacing must be None or a number > 0, got {det_spacing!r}")
         self.du = (
@@ -207,7 +207,7 @@ class FanBeam(SparseCT):
         )
         if not (math.isfinite(self.du) and self.du > 0):
             raise ValueError(f"det_spacing must be finite and > 0, got {det_spacing!r}")
-        self.circle, self.chunk = circle, _check_n_iter(chunk, "chunk")
+        self.circle, self.chunk = circle, check_int(chunk, "chunk", 1)
     def __repr__(self):
         return f"FanBeam(n={self.n}, views={len(self.theta)}, D={self.D:g}, n_det={self.n_det}, du={self.du:.4f})"
     def subset(self, idx):
@@ -288,7 +288,7 @@ def os_sart(op: SparseCT,             # geometry (ParallelBeam or FanBeam)
     op._check_sino(sino)
     sino = _as_sino(sino)
     if not 0 < relaxation < 2: raise ValueError(f"relaxation must be in (0, 2), got {relaxation}")
-    n_iter = _check_n_iter(n_iter)
+    n_iter = check_int(n_iter, "n_iter", 1)
     subs = _subsets(op, n_subsets)
     x = (torch.zeros(*sino.shape[:-2], op.n, op.n, dtype=sino.dtype, device=sino.device) if x0 is None
          else _as_start(x0, op.n, sino).clone())
@@ -329,7 +329,7 @@ def asd_pocs(op: SparseCT,            # geometry
     if eps < 0: raise ValueError(f"eps must be >= 0 (a tolerance on ‖Ax − y‖), got {eps}")
     if not (0 < alpha_red <= 1 and 0 < beta_red <= 1 and beta < 2):
         raise ValueError("need 0 < alpha_red, beta_red <= 1 and beta < 2")
-    n_iter = _check_n_iter(n_iter)
+    n_iter = check_int(n_iter, "n_iter", 1)
     check_int(tv_iter, 'tv_iter', 0)
     subs = _subsets(op, n_subsets)
     x = torch.zeros(*sino.shape[:-2], op.n, op.n, dtype=sino.dtype, device=sino.device)

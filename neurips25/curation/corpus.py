@@ -35,9 +35,6 @@ def count_tokens(text: str,                   # any text
 def _check_tokenizer(tokenizer: str):
     if tokenizer not in TOKENIZERS: raise ValueError(f"unknown tokenizer {tokenizer!r}: use one of {TOKENIZERS}")
 
-def _check_positive_int(x, name: str) -> int:
-    return check_int(x, name, 1)
-
 def chunk_text(text: str,                     # the text (one packed stream of a source)
                doc_tokens: int,               # tokens per document
                tokenizer: str = "whitespace", # "whitespace" or "chars"
@@ -45,8 +42,8 @@ def chunk_text(text: str,                     # the text (one packed stream of a
               ) -> list[str]:
     "Cut `text` into consecutive documents of exactly `doc_tokens` tokens (the short tail is dropped)."
     _check_tokenizer(tokenizer)
-    doc_tokens = _check_positive_int(doc_tokens, "doc_tokens")
-    n_max = None if max_docs is None else _check_positive_int(max_docs, "max_docs")
+    doc_tokens = check_int(doc_tokens, "doc_tokens", 1)
+    n_max = None if max_docs is None else check_int(max_docs, "max_docs", 1)
     if tokenizer == "chars":
         n = len(text) // doc_tokens
         if n == 0:
@@ -471,9 +468,9 @@ def _check_caps(docs_per_source, names: Sequence[str]) -> dict:
         if extra: raise ValueError(f"docs_per_source names {extra}, which are not among the sources {list(names)}")
         missing = [n for n in names if n not in docs_per_source]
         if missing: raise ValueError(f"docs_per_source has no cap for {missing}")
-        return {n: _check_positive_int(docs_per_source[n], f"docs_per_source[{n!r}]") for n in names}
+        return {n: check_int(docs_per_source[n], f"docs_per_source[{n!r}]", 1) for n in names}
     if docs_per_source is None: return {n: None for n in names}
-    c = _check_positive_int(docs_per_source, "docs_per_source")
+    c = check_int(docs_per_source, "docs_per_source", 1)
     return {n: c for n in names}
 
 def build_corpus(records: Mapping[str, Sequence[str]],  # source name -> its records
@@ -489,7 +486,7 @@ def build_corpus(records: Mapping[str, Sequence[str]],  # source name -> its rec
     names = list(records)
     caps = _check_caps(docs_per_source, names)
     fr = _check_fractions(split_fractions)
-    doc_tokens = _check_positive_int(doc_tokens, "doc_tokens")
+    doc_tokens = check_int(doc_tokens, "doc_tokens", 1)
     _check_tokenizer(tokenizer)
     return _assemble(
         {n: pack_documents(records[n], doc_tokens, tokenizer, seed, n) for n in names}, caps, fr, doc_tokens, seed
@@ -695,7 +692,7 @@ def build_minipile(sources: Sequence[str] | None = None,   # source names (None:
     if len(set(names)) != len(names): raise ValueError(f"a source is named twice in {names}")
     caps = _check_caps(docs_per_source, names)
     fr = _check_fractions(split_fractions)
-    doc_tokens = _check_positive_int(doc_tokens, "doc_tokens")
+    doc_tokens = check_int(doc_tokens, "doc_tokens", 1)
     _check_tokenizer(tokenizer)
     if source_check not in SOURCE_CHECKS:
         raise ValueError(f"source_check must be one of {SOURCE_CHECKS}, got {source_check!r}")

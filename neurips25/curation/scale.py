@@ -64,7 +64,7 @@ def sample_pile_sequences(docs: Iterable[dict],     # {'text', 'pile_set_name'} 
                           max_docs: int = 0,        # stop after this many documents (0: the whole stream)
                          ) -> tuple[dict, pd.DataFrame]:
     "Per source, a seeded uniform sample (reservoir) of its packed sequences; and documents/sequences seen per source."
-    per_source = _positive(per_source, "docs_per_source")
+    per_source = check_int(per_source, "docs_per_source", 1)
     check_int(max_docs, 'max_docs', 0, req='an integer >= 0 (0: no limit)')
     packers, keep, seen, ndocs, rngs = {}, {}, {}, {}, {}
     for k, d in enumerate(docs):
@@ -88,10 +88,6 @@ def sample_pile_sequences(docs: Iterable[dict],     # {'text', 'pile_set_name'} 
     stats = pd.DataFrame([{"source": s, "documents_read": ndocs[s], "sequences_seen": seen[s],
                            "sequences_kept": len(out[s])} for s in keep])
     return out, stats
-
-
-def _positive(x, name: str) -> int:
-    return check_int(x, name, 1)
 
 # %% ../../nbs/p08_curation/04_scale.ipynb #055d1bc3
 def _shards(files, root: Path | None) -> list:
@@ -127,8 +123,9 @@ def pile_corpus(docs_per_source: int = 1000,       # sequences kept per Pile sou
     "The Pile as a MiniPile: per-source seeded samples of packed sequences, split train/val/test within each source."
     names = _names(sets)
     fr = _check_fractions(split_fractions)
-    docs_per_source, doc_tokens = _positive(docs_per_source, "docs_per_source"), _positive(doc_tokens, "doc_tokens")
-    min_docs = _positive(min_docs, "min_docs")
+    docs_per_source = check_int(docs_per_source, "docs_per_source", 1)
+    doc_tokens = check_int(doc_tokens, "doc_tokens", 1)
+    min_docs = check_int(min_docs, "min_docs", 1)
     shards = _shards(files, root)
     params = dict(corpus="pile", docs_per_source=docs_per_source, doc_tokens=doc_tokens, sets=names, files=shards,
                   max_docs=int(max_docs), split_fractions=list(fr), min_docs=min_docs, seed=int(seed),
@@ -331,7 +328,7 @@ def neighbour_recall(Z,                             # preprocessed embeddings (N
     Z = check_embeddings(Z, min_rows=2)
     N = len(Z)
     if sample:
-        sample = _positive(sample, "sample")
+        sample = check_int(sample, "sample", 1)
         if sample < N:
             Z = Z[np.sort(np.random.default_rng(seed).choice(N, sample, replace=False))]
     t0 = time.perf_counter()

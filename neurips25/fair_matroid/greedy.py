@@ -15,14 +15,11 @@ __all__ = ['alg1_num_colours', 'alg4_num_colours', 'GreedyColourer', 'GreedyColo
            'MatchoidGreedyColouring', 'UniformRoundRobin', 'OfflineBaseline']
 
 # %% ../../nbs/p10_fair_matroid/04_greedy.ipynb #fd57184f
-def _pos_int(x, name: str) -> int:
-    return check_int(x, name, 1)
-
 def alg1_num_colours(alpha: int,    # arboricity α (or an upper bound)
                      k: int,        # rank k (or an upper bound)
                     ) -> int:
     "m = ⌈α (ln k + 1)⌉, the number of colours of Algorithm 1 (Thm 10)."
-    return math.ceil(_pos_int(alpha, "alpha") * (math.log(_pos_int(k, "k")) + 1))
+    return math.ceil(check_int(alpha, "alpha", 1) * (math.log(check_int(k, "k", 1)) + 1))
 
 def alg4_num_colours(beta: float,   # optimal offline fairness β (or any value >= c_density)
                      p: int,        # the matchoid parameter p
@@ -31,7 +28,7 @@ def alg4_num_colours(beta: float,   # optimal offline fairness β (or any value 
     "m = ⌈β (p ln k + 1)⌉, the number of colours of Algorithm 4 (Thm 17)."
     if not (isinstance(beta, (int, float, np.integer, np.floating)) and math.isfinite(beta) and beta >= 1):
         raise FairMatroidError(f"beta must be a finite number >= 1, got {beta!r}")
-    return math.ceil(beta * (_pos_int(p, "p") * math.log(_pos_int(k, "k")) + 1))
+    return math.ceil(beta * (check_int(p, "p", 1) * math.log(check_int(k, "k", 1)) + 1))
 
 # %% ../../nbs/p10_fair_matroid/04_greedy.ipynb #dd15b3f5
 class GreedyColourer(Colourer):
@@ -67,10 +64,10 @@ class GreedyColouring(ColouringAlgorithm):
         super().__init__(matroid, guard, on_problem)
         if m is not None:
             if alpha is not None: raise FairMatroidError("give either (alpha, k) or m, not both")
-            self.m, self.alpha, self.k = _pos_int(m, "m"), None, (None if k is None else _pos_int(k, "k"))
+            self.m, self.alpha, self.k = check_int(m, "m", 1), None, (None if k is None else check_int(k, "k", 1))
         else:
             if alpha is None or k is None: raise FairMatroidError("Algorithm 1 needs alpha and k (or m)")
-            self.alpha, self.k = _pos_int(alpha, "alpha"), _pos_int(k, "k")
+            self.alpha, self.k = check_int(alpha, "alpha", 1), check_int(k, "k", 1)
             self.m = alg1_num_colours(self.alpha, self.k)
     def params(self) -> str: return f"alpha={self.alpha}, k={self.k}, m={self.m}"
     def colourer(self, report) -> GreedyColourer: return GreedyColourer(self, report)
@@ -137,7 +134,7 @@ class UniformRoundRobin(ColouringAlgorithm):
             raise FairMatroidError("the round-robin is for uniform matroids only")
         if matroid.k < 1: raise FairMatroidError("U(0, n) has only loops: no fair algorithm exists")
         super().__init__(matroid, guard, on_problem)
-        self.alpha = self.m = _pos_int(alpha, "alpha")
+        self.alpha = self.m = check_int(alpha, "alpha", 1)
     def colourer(self, report): return _RoundRobinColourer(self, report)
 
 # %% ../../nbs/p10_fair_matroid/04_greedy.ipynb #1e2ec7c7
