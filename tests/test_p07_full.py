@@ -196,20 +196,25 @@ def test_cifar10_ensemble_and_resume(data, tmp_path):
 
 def test_fig_ar_images_full_on_the_cifar10_fixture(data, tmp_path):
     eff = _full_params("fig_ar_images", tmp_path)
-    assert (eff["dataset"], eff["n_members"], eff["epochs"], eff["batch_size"], eff["n_buckets"]) == \
-        ("cifar10", 10, 200, 256, 10)
+    assert (eff["dataset"], eff["n_members"], eff["epochs"], eff["batch_size"], eff["n_buckets"], eff["n_seeds"]) == \
+        ("cifar10", 10, 200, 256, 10, 3)
     claims = _papermill("12_fig_ar_images.ipynb", dict(dataset="cifar10", n_members=2, epochs=1, batch_size=64,
-                                                       n_buckets=5, check_count=False,
+                                                       n_buckets=5, n_seeds=3, check_count=False,
                                                        checkpoint_dir=str(tmp_path / "ck")), tmp_path / "o12", tmp_path)
     assert set(claims) == {"mmi_close_gh_cifar10", "mmi_beats_ediff_cifar10", "mmi_beats_random_cifar10"}
     members = pd.read_csv(tmp_path / "o12" / "members.csv")
-    acc = members.centroid_test_accuracy.iloc[0]
-    for c in claims.values():                                  # 5 buckets: judged unless the quality gate fails
+    assert members.groupby("ensemble").size().to_dict() == {0: 2, 1: 2, 2: 2}
+    acc = members.groupby("ensemble").centroid_test_accuracy.first().min()     # the gate reads the weakest ensemble
+    for c in claims.values():                         # 3 ensembles x 5 buckets: judged unless the quality gate fails
         assert c["values"]["centroid_accuracy"] == pytest.approx(acc)
         assert (c["verdict"] == "not comparable") == (acc < 0.85), c
-    assert len(list((tmp_path / "ck").glob("cifar10_resnet20_*.pt"))) == 2
+        assert c["seeds"] == [0, 1, 2]
+    assert sorted(p.name for p in (tmp_path / "ck").glob("cifar10_resnet20_*.pt")) == [
+        f"cifar10_resnet20_m{j}_s{1000 * s + j}.pt" for s in range(3) for j in range(2)]
     auc = pd.read_csv(tmp_path / "o12" / "auc.csv")
-    assert set(auc.key) >= {"mmi", "mmi_lin", "gh", "ediff", "random", "oracle"} and auc.n_runs.eq(5).all()
+    assert set(auc.key) >= {"mmi", "mmi_lin", "gh", "ediff", "random", "oracle"} and auc.n_runs.eq(15).all()
+    per = pd.read_csv(tmp_path / "o12" / "auc_per_ensemble.csv")
+    assert sorted(set(per.ensemble)) == [0, 1, 2] and per.n_runs.eq(5).all()
 
 
 def test_fig_ar_many_class_full_on_the_cifar100_fixture(data, tmp_path):
