@@ -316,6 +316,25 @@ def test_report_marks_lower_bound_projections(tmp_path):
     assert "at least 28 s in all (1 of them lower bounds, marked ≥)" in text
     assert "| p98_fix/tab_b | `n * 1000` (steps) | 3e+03, 5.0 s | 9e+03, 8.0 s | 3.5 s | 5e+04 | ≥ 28 s | " \
            "the user's model is not timed |" in text, text
+    # runs.yaml changed after the check: the projection is for the old `full`, and the table says so
+    text = "\n".join(gpu_check_section(tmp_path, {"p98_fix/tab_b": ("n * 1000", 1.5e5)}))
+    assert "| ≥ 28 s (old `full`) | full's parameters changed since this check: w(full) is 1.5e+05 today, 5e+04 " \
+           "when checked, so the projection is for the old `full`; rerun `make gpu-check` |" in text, text
+    assert "1 of them (p98_fix/tab_b) for a `full` that runs.yaml has changed since" in text
+    text = "\n".join(gpu_check_section(tmp_path, {"p98_fix/tab_b": ("n * 2000", 5e4)}))
+    assert "the work formula changed since this check" in text
+    text = "\n".join(gpu_check_section(tmp_path, {"p98_fix/tab_b": ("n * 1000", 5e4)}))      # unchanged: no flag
+    assert "old `full`" not in text and "changed since" not in text
+
+
+def test_full_work_now_reads_todays_runs_yaml():
+    "REPORT compares each recorded projection with today's w(full); P07's images panel trains 3 ensembles at full."
+    from neurips25.runner.report import full_work_now
+    from neurips25.runner.registry import load_registry
+    now = full_work_now(load_registry())
+    work, wf = now["p07_iipm/fig_ar_images"]
+    assert work.startswith("n_seeds * ") and wf == 3 * 10 * 200 * 196
+    assert all(isinstance(v, tuple) for v in now.values()), [v for v in now.values() if isinstance(v, str)]
 
 
 def test_gpu_check_cut_short_keeps_what_finished(fixture_repo, tmp_path, monkeypatch):

@@ -6,13 +6,14 @@ import json, os
 from pathlib import Path
 
 from .. import core
-from .registry import PROFILES, load_registry, run_dir, read_manifest
+from .registry import PROFILES, load_registry, run_dir, read_manifest, RunnerError
+from .registry import notebook_parameters, coerce_parameters, effective_parameters, work_units
 from .store import failed_dir, now
 from .executors import fmt_duration, reused_seconds
 
 # %% auto #0
-__all__ = ['cell', 'read_claims', 'collect', 'best_records', 'claim_counts', 'checks_text', 'gpu_check_section', 'render_report',
-           'write_report', 'status_rows']
+__all__ = ['cell', 'read_claims', 'collect', 'best_records', 'claim_counts', 'checks_text', 'full_work_now', 'gpu_check_section',
+           'render_report', 'write_report', 'status_rows']
 
 # %% ../../nbs/01d_report.ipynb #45d5e825
 def cell(v) -> str:
@@ -142,14 +143,52 @@ def _claim_rows(r: dict) -> list[str]:
         stamp = c.get("registered_in")
         reg = ("uncommitted" if stamp == "uncommitted" else f"`{stamp[:8]}`") if stamp else \
               ("**unregistered**" if c.get("unregistered") else "—")
+        said = cell(c.get("statement"))
+        run_said = (c.get("as_run") or {}).get("statement")
+        if run_said and run_said != c.get("statement"):    # a family id (or a dataset) filled into the registered text
+            said = f"{cell(run_said)} — *registered text:* {said}"
         rows.append("| " + " | ".join([_verdict_cell(c), cell(r["art"].name), cell(c["kind"]),
-                                       f"**{cell(c.get('id'))}**: {cell(c.get('statement'))}", cell(c.get("paper")),
+                                       f"**{cell(c.get('id'))}**: {said}", cell(c.get("paper")),
                                        cell(c.get("ours")), cell(interval), cell(seeds), crit, reg]) + " |")
     return rows
 
 
-def gpu_check_section(outputs: Path) -> list[str]:
+def full_work_now(reg) -> dict:
+    "Each `gpu_scale` artefact's `full` work under today's runs.yaml and notebook: {id: (work, w(full)) or error text}."
+    out = {}
+    for s in reg:
+        for a in s.artefacts:
+            if not a.gpu_scale or "full" not in a.profiles:
+                continue
+            try:
+                declared = notebook_parameters(a.notebook)
+                full = effective_parameters(coerce_parameters(a.profiles["full"], declared, f"{a.id} [full]"), declared)
+                out[a.id] = (a.gpu_scale["work"], float(work_units(a.gpu_scale["work"], full)))
+            except (RunnerError, OSError, ValueError) as e:
+                out[a.id] = f"today's w(full) cannot be computed: {e}"
+    return out
+
+
+def _changed_since(sc: dict, now) -> str:
+    "Why a recorded two-run projection no longer fits today's runs.yaml ('' where it still does)."
+    if now is None:
+        return ""
+    if isinstance(now, str):
+        return now
+    work, wf = now
+    then = float(sc.get("work_full") or 0)
+    if work == sc.get("work") and abs(wf - then) <= 1e-9 * max(abs(wf), abs(then), 1.0):
+        return ""
+    what = "the work formula" if work != sc.get("work") else "full's parameters"
+    return (f"{what} changed since this check: w(full) is {wf:.3g} today, {then:.3g} when checked, so the projection "
+            f"is for the old `full`; rerun `make gpu-check`")
+
+
+def gpu_check_section(outputs: Path,             # the outputs folder (its gpu-check.json)
+                      work_now: dict | None = None,  # full_work_now(registry): flags projections runs.yaml outdated
+                     ) -> list[str]:
     "REPORT's GPU-check section: the table of `outputs/gpu-check.json` (`make gpu-check`), or how to make one."
+    work_now = work_now or {}
     p = Path(outputs) / "gpu-check.json"
     L = ["## GPU check", ""]
     if not p.is_file():
@@ -167,6 +206,7 @@ def gpu_check_section(outputs: Path) -> list[str]:
           f"at the {cell(rep.get('profile', 'small'))} profile.", "",
           "| artefact | ok | wall | device | peak GPU memory | throughput | projected `full` | problem |",
           "|---|---|---|---|---|---|---|---|"]
+    outdated = []
     for r in runs:
         rates = ", ".join(f"{cell(x.get('name'))} {float(x.get('value') or 0):.3g} {cell(x.get('unit'))}/s"
                           for x in r.get("rates") or [])
@@ -175,9 +215,15 @@ def gpu_check_section(outputs: Path) -> list[str]:
             rates += ("; " if rates else "") + f"{float(sc['rate']):.3g} {cell(sc.get('unit'))}/s (two runs)"
         proj = r.get("projected_full_s")
         ge = "≥ " if proj is not None and sc.get("lower_bound") and r.get("projected_by") == "two runs" else ""
+        two = sc and r.get("projected_by") == "two runs"
+        changed = _changed_since(sc, work_now.get(r.get("artefact"))) if two else ""
+        if changed:
+            outdated.append(r.get("artefact"))
+        shown = ge + fmt_duration(float(proj)) + (" (old `full`)" if changed else "") if proj is not None else ""
+        problem = "; ".join(x for x in (r.get("problem") or "", changed) if x)
         L.append(f"| {cell(r.get('artefact'))} | {'✓' if r.get('ok') else '✗'} | {float(r.get('wall_s') or 0):.1f} s | "
                  f"{cell(r.get('device'))} | {float(r.get('cuda_peak_mib') or 0):.0f} MiB | {rates} | "
-                 f"{ge + fmt_duration(float(proj)) if proj is not None else ''} | {cell(r.get('problem') or '')} |")
+                 f"{shown} | {cell(problem)} |")
     L.append("")
     if rep.get("software"):
         L += [f"Software: {cell(rep['software'])}.", ""]
@@ -199,6 +245,8 @@ def gpu_check_section(outputs: Path) -> list[str]:
                  if rep.get("projected_lower_bound") else "")
               + (f"; no projection for {', '.join(cell(m) for m in missing)} (no rate with its `full` work recorded)"
                  if missing else "")
+              + (f"; {len(outdated)} of them ({', '.join(cell(a) for a in outdated)}) for a `full` that runs.yaml "
+                 "has changed since (marked old `full`)" if outdated else "")
               + ". Each rate's note in `gpu-check.json` says what it leaves out.", ""]
     scaled = [r for r in runs if r.get("scale")]
     if scaled:
@@ -268,7 +316,7 @@ def render_report(root: Path | None = None, outputs: Path | None = None) -> str:
         L.append(f"| {title} | [{s.folder}](#{s.folder}) | " + " | ".join(str(row[k]) for k in keys) +
                  f" | {checks_text(cc['check'])} |")
     L += ["| **total** | | " + " | ".join(str(tot[k]) for k in keys) + f" | {checks_text(tot_checks)} |", ""]
-    L += gpu_check_section(outputs)
+    L += gpu_check_section(outputs, full_work_now(reg))
     if errors:
         L += ["## Registry errors", "", "These series were skipped: their `runs.yaml` is invalid.", ""]
         L += [f"- `{f}`: {cell(e)}" for f, e in errors.items()] + [""]
