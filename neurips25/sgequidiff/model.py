@@ -220,9 +220,17 @@ def load_training_data(dataset: str = "synthetic",   # synthetic | package | pac
                        symprec: float = 0.1,         # spglib tolerance for real structures (DiffCSP: 0.1 for MP-20)
                        mp20_source: str = "",        # the user's benchmark source: "mp_20" / "mpts_52" (the data layer)
                                                      # or a folder
+                       val_fraction: float = 0.0,    # package data: this share of the held-out rows (every k-th,
+                                                     # k = round(1 / val_fraction)) is the validation split instead
                       ) -> dict:
     ("dict(train=, val=, test= (CrystalSets; val None without a validation split), *_structs (Structures), "
      "train_asym=, refused=, source=).")
+    vf = float(val_fraction)
+    if not 0 <= vf < 1:
+        raise ValueError(f"val_fraction must be in [0, 1), got {val_fraction!r}")
+    if vf and dataset not in ("package", "package+mp20"):
+        raise ValueError(f"val_fraction applies to the package data sets (the benchmarks have their own validation "
+                         f"split; synthetic has none), got dataset={dataset!r} with val_fraction={val_fraction!r}")
     if dataset == "synthetic":
         crys = synthetic_crystals(n, seed=seed, max_sites=min(16, cfg.max_sites or 16))
         k = int(round(0.8 * len(crys)))
@@ -261,6 +269,12 @@ def load_training_data(dataset: str = "synthetic",   # synthetic | package | pac
         mp = [r["structure"] for r in load_mp20(mp20_source, "test", limit=100)] if dataset == "package+mp20" else []
         real = package_crystals(cfg.max_sites)                       # de-duplicated, <= max_sites atoms (all if 0/None)
         tr_s, te_s = (real[0::2], real[1::2]) if dataset == "package" else (real + mp[0::2], mp[1::2])
+        if vf:                                                         # the validation split comes from the held-out
+            k = max(2, int(round(1 / vf)))                             # rows: the training rows stay the same
+            va_s, te_s = te_s[0::k], [s for i, s in enumerate(te_s) if i % k]
+            if not va_s or not te_s:
+                raise ValueError(f"val_fraction={val_fraction!r} leaves an empty validation or reference split "
+                                 f"({len(va_s)} / {len(te_s)} of {len(va_s) + len(te_s)} held-out rows)")
     def asu(structs, what):
         out, bad = [], 0
         for s in progress(
