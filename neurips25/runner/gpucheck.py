@@ -7,7 +7,7 @@ from pathlib import Path
 
 from .. import core
 from .registry import (RunnerError, coerce_parameters, effective_parameters,
-                                       notebook_parameters, run_dir, work_units)
+                                       full_work, notebook_parameters, run_dir, work_units)
 from .executors import execute, fmt_duration, plan, resolve_device, run_local
 from .forkkernel import ForkKernels
 from .store import now, write_json
@@ -102,9 +102,8 @@ MIN_SPAN_S = 0.5       # B must take this much longer than A (and 5 % of A), or 
 def projection(art, ja, ma: dict, jb, mb: dict, declared: dict | None = None) -> dict:
     "The two-point projection of `full`'s wall time from runs A and B (their jobs and manifests)."
     sc = art.gpu_scale
-    declared = declared or notebook_parameters(art.notebook)
-    full = effective_parameters(coerce_parameters(art.profiles["full"], declared, f"{art.id} [full]"), declared)
-    wa, wb, wf = (work_units(sc["work"], p) for p in (ja.effective, jb.effective, full))
+    wa, wb = (work_units(sc["work"], p) for p in (ja.effective, jb.effective))
+    wf = full_work(art, declared)
     ta, tb = ma.get("duration_s"), mb.get("duration_s")
     rec = {"unit": sc["unit"], "work": sc["work"], "factor": sc["factor"], "scaled": list(sc["scale"]),
            "set": dict(sc["set"]), "note": sc["note"], "lower_bound": bool(sc.get("lower_bound")), "work_full": wf,

@@ -15,8 +15,8 @@ from .. import core
 __all__ = ['PROFILES', 'TOP_KEYS', 'ARTEFACT_KEYS', 'PARAM_TYPES', 'FIXTURE_RUNS', 'FIXTURE_CLAIMS', 'FIXTURE_PARAMS',
            'TOOLING_MODULES', 'RunnerError', 'Artefact', 'Series', 'work_names', 'work_units', 'load_series',
            'load_registry', 'make_fixture', 'select', 'notebook_parameters', 'coerce_parameters',
-           'effective_parameters', 'parse_sets', 'notebook_fingerprint', 'module_closure', 'notebook_imports',
-           'library_modules', 'run_key', 'slot_name', 'run_dir', 'read_manifest']
+           'effective_parameters', 'full_work', 'parse_sets', 'notebook_fingerprint', 'module_closure',
+           'notebook_imports', 'library_modules', 'run_key', 'slot_name', 'run_dir', 'read_manifest']
 
 # %% ../../nbs/01a_registry.ipynb #4c060781
 PROFILES = core.PROFILES
@@ -487,6 +487,17 @@ def coerce_parameters(params: dict,            # values from runs.yaml (typed)
 def effective_parameters(params: dict, declared: dict) -> dict:
     "Every declared parameter with the value the notebook runs with (its default unless injected)."
     return {k: params.get(k, d["default"]) for k, d in declared.items()}
+
+
+def full_work(art: Artefact,                 # an artefact with a `gpu_scale` and a `full` profile
+              declared: dict | None = None,  # its notebook's parameters (read from the notebook when None)
+             ) -> float:
+    "w(full): `gpu_scale.work` on the artefact's `full` parameters (gpu-check's projection, REPORT's staleness flag)."
+    if not art.gpu_scale or "full" not in art.profiles:
+        raise RunnerError(f"{art.id}: no gpu_scale or no full profile, so no w(full)")
+    declared = declared or notebook_parameters(art.notebook)
+    full = effective_parameters(coerce_parameters(art.profiles["full"], declared, f"{art.id} [full]"), declared)
+    return work_units(art.gpu_scale["work"], full)
 
 
 def parse_sets(items: list[str] | None) -> dict:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from .. import core
 from .registry import PROFILES, load_registry, run_dir, read_manifest, RunnerError
-from .registry import notebook_parameters, coerce_parameters, effective_parameters, work_units
+from .registry import full_work
 from .store import failed_dir, now
 from .executors import fmt_duration, reused_seconds
 
@@ -161,21 +161,19 @@ def full_work_now(reg) -> dict:
             if not a.gpu_scale or "full" not in a.profiles:
                 continue
             try:
-                declared = notebook_parameters(a.notebook)
-                full = effective_parameters(coerce_parameters(a.profiles["full"], declared, f"{a.id} [full]"), declared)
-                out[a.id] = (a.gpu_scale["work"], float(work_units(a.gpu_scale["work"], full)))
+                out[a.id] = (a.gpu_scale["work"], full_work(a))
             except (RunnerError, OSError, ValueError) as e:
                 out[a.id] = f"today's w(full) cannot be computed: {e}"
     return out
 
 
-def _changed_since(sc: dict, now) -> str:
-    "Why a recorded two-run projection no longer fits today's runs.yaml ('' where it still does)."
-    if now is None:
+def _changed_since(sc: dict, today) -> str:
+    "Why a recorded two-run projection no longer fits runs.yaml (`today`: a full_work_now entry); '' where it does."
+    if today is None:
         return ""
-    if isinstance(now, str):
-        return now
-    work, wf = now
+    if isinstance(today, str):
+        return today
+    work, wf = today
     then = float(sc.get("work_full") or 0)
     if work == sc.get("work") and abs(wf - then) <= 1e-9 * max(abs(wf), abs(then), 1.0):
         return ""
