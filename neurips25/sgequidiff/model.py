@@ -771,13 +771,13 @@ def ops_preserved(structure, sg: int, tol: float = 1e-4) -> bool:
     return bool(hit.any(-1).all())
 
 def symmetry_report(samples: list, symprec: float = 0.01) -> dict:
-    "Arrays over samples: requested, found (spglib), kept, ops_preserved, supergroup (accidental), and the fractions."
+    "Arrays over samples: requested, found (spglib, 0: none), kept, ops_preserved, supergroup (accidental), fractions."
     from neurips25.sgequidiff.metrics import spacegroup_of
     req = np.array([s.sg for s in samples])
     found = np.array([spacegroup_of(s.structure, symprec) for s in samples])
     ops = np.array([ops_preserved(s.structure, s.sg) for s in samples])
     kept = found == req
-    sup = ~kept & ops
+    sup = ~kept & ops & (found > 0)             # spglib found a higher group (0: none found, not a supergroup)
     return dict(
         requested=req,
         found=found,
