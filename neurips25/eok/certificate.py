@@ -97,6 +97,17 @@ def gretton_u_bound(counts: np.ndarray,   # (2, C) cell counts
                    ) -> float:
     "Gretton-type (Thm 10 template) two-sided deviation bound for the stratified U-statistic EO_k^2."
     counts = np.asarray(counts)
+    if counts.ndim != 2 or counts.shape[0] < 2 or counts.dtype.kind not in "iuf" or not (counts >= 0).all():
+        raise ValueError(f"counts must be a (2, C) table of cell counts >= 0, got {counts!r}")
+    wv = np.asarray(w)
+    if wv.shape != (counts.shape[1],) or wv.dtype.kind not in "iuf" or not np.isfinite(wv).all():
+        raise ValueError(f"w must be {counts.shape[1]} finite label weights (one per column of counts), got {w!r}")
+    if not 0 < delta < 1: raise ValueError(f"delta must be in (0, 1), got {delta!r}")
+    if not (np.isfinite(K) and K > 0): raise ValueError(f"kernel bound K must be a positive finite number, got {K!r}")
+    thin = (counts.min(0) < 2) & (wv != 0)                                  # a weighted stratum needs 2 per cell
+    if thin.any():
+        raise ValueError(f"stratum y={int(np.argmax(thin))} has a cell with fewer than 2 samples: the U-statistic "
+                         f"needs at least 2 per cell (counts {counts.tolist()})")
     C = counts.shape[1]
     m2 = np.maximum(counts.min(0) // 2, 1)                                 # floor(min_s n_{s,y} / 2) per stratum
     return float((np.asarray(w) ** 2 * np.sqrt(8 * K ** 2 * np.log(2 * C / delta) / m2)).sum())

@@ -464,10 +464,11 @@ def eo_k_test(z: np.ndarray,                # (n, d) representation
               kernel: str | Kernel = "gaussian",  # as in `eo_k`
               weights=None,                 # as in `eo_k`
               n_perm: int = 199,            # permutations (u, v, rff)
-              seed: int = 0,                # permutation / estimator randomness
+              seed: int | None = 0,         # permutation / estimator randomness (None: fresh, as in `eo_k`)
               **kwargs,                     # chunk, block_size, n_features
              ) -> tuple[float, float]:
     "Test separation Z indep. S | Y with EO_k: return (statistic EO_k^2, p-value)."
+    if seed is None: seed = int(np.random.default_rng().integers(2 ** 62))   # one fresh seed drives both streams below
     res = eo_k(z, s, y, variant, estimator, kernel, weights, seed=seed, **kwargs)
     if estimator in ("linear", "block"):
         if not np.isfinite(res.se) or res.se <= 0:

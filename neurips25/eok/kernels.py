@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 import numpy as np
 
+from ..core import check_int
+
 # %% auto #0
 __all__ = ['KERNELS', 'sqdist', 'Kernel', 'median_bandwidth', 'make_kernel', 'kernel_sums', 'rff_features', 'rff_sums']
 
@@ -83,6 +85,7 @@ def median_bandwidth(z: np.ndarray,         # (n, d) or (n,) points
                      max_points: int = 1000,  # use at most this many evenly spaced points
                     ) -> float:
     "Median of the pairwise Euclidean distances (the median heuristic for sigma)."
+    check_int(max_points, "max_points", 2)
     z = _as2d(z)
     if z.shape[0] < 2: raise ValueError("the median heuristic needs at least 2 points")
     if not np.isfinite(z).all():
@@ -90,6 +93,9 @@ def median_bandwidth(z: np.ndarray,         # (n, d) or (n,) points
     if z.shape[0] > max_points: z = z[np.linspace(0, z.shape[0] - 1, max_points).astype(int)]
     d2 = sqdist(z, z)[np.triu_indices(z.shape[0], 1)]
     med = float(np.sqrt(np.median(d2)))
+    if not np.isfinite(med):                      # |z| near the float64 limit: the squared distances overflow
+        raise ValueError("the median pairwise distance overflows (z is too large in magnitude): rescale z or give a "
+                         "bandwidth")
     if med <= 0:
         raise ValueError("the median pairwise distance is 0 (more than half of the points coincide): give a bandwidth")
     return med

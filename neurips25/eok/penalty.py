@@ -7,7 +7,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..core import get_device, seed_everything, progress
+from ..core import get_device, seed_everything, progress, check_int
 from .kernels import Kernel
 from .estimators import (encode_cells, weight_matrix, cell_weights, label_weights, _check_counts, eo_k,
                                       dp_mmd, calibration_mmd, group_gaps)
@@ -72,8 +72,12 @@ def group_calibration_penalty(logit: torch.Tensor,      # (B,) logits of P(Y=1 |
                              ) -> torch.Tensor:
     "Differentiable mean over groups of the squared kernel calibration error (U-statistic) within each group."
     if not isinstance(logit, torch.Tensor) or logit.ndim != 1: raise ValueError("logit must be a 1-D torch tensor")
+    if isinstance(bandwidth, (bool, np.bool_)) or np.ndim(bandwidth) != 0 \
+            or np.asarray(bandwidth).dtype.kind not in "iuf" or not (np.isfinite(bandwidth) and bandwidth > 0):
+        raise ValueError(f"bandwidth must be a positive finite number, got {bandwidth!r}")
     y_np, s_np = _as_numpy(y), _as_numpy(s)
     if not (len(y_np) == len(s_np) == logit.shape[0]): raise ValueError("logit, y and s must have the same length")
+    if set(np.unique(y_np).tolist()) - {0, 1}: raise ValueError("y must be binary 0/1 labels")
     # y_i - p_i
     p = torch.sigmoid(logit)
     r = torch.as_tensor(y_np, dtype=p.dtype, device=p.device) - p
@@ -90,6 +94,7 @@ def group_calibration_penalty(logit: torch.Tensor,      # (B,) logits of P(Y=1 |
 
 def group_calibration_error(p: np.ndarray, y: np.ndarray, s: np.ndarray, bandwidth: float = 0.2) -> float:
     "numpy value of `group_calibration_penalty` from probabilities p (for evaluation)."
+    if not ((np.asarray(p) >= 0) & (np.asarray(p) <= 1)).all(): raise ValueError("p must be probabilities in [0, 1]")
     with torch.no_grad():
         return float(
             group_calibration_penalty(
@@ -165,7 +170,8 @@ def train_fair(X: np.ndarray, y: np.ndarray, s: np.ndarray,   # training inputs,
               ) -> FairModel:
     "Train encoder + classifier with cross-entropy + gamma * (EO_k^2 | DP-MMD^2 | 0) on stratified mini-batches."
     if penalty not in PENALTIES: raise ValueError(f"penalty must be one of {PENALTIES}, got {penalty!r}")
-    if gamma < 0: raise ValueError(f"gamma must be >= 0, got {gamma}")
+    if not gamma >= 0 or not np.isfinite(gamma): raise ValueError(f"gamma must be >= 0 and finite, got {gamma}")
+    check_int(batch_size, "batch_size", 1)
     X = np.asarray(X, np.float32)
     y = np.asarray(y)
     s = np.asarray(s)
@@ -212,6 +218,10 @@ def train_fair(X: np.ndarray, y: np.ndarray, s: np.ndarray,   # training inputs,
 # %% ../../nbs/p01_eok/04_penalty.ipynb #ff623f91
 def calibration_gap_se(yhat: np.ndarray, y: np.ndarray, s: np.ndarray) -> float:
     "Binomial standard error of the calibration gap at the prediction value where the gap is largest (binary s)."
+    yhat, y, s = np.asarray(yhat), np.asarray(y), np.asarray(s)
+    if not (len(yhat) == len(y) == len(s)): raise ValueError("yhat, y and s must have the same length")
+    if set(np.unique(s).tolist()) - {0, 1}:
+        raise ValueError("s must be coded 0/1 (evaluate_fair recodes any two labels)")
     best, se = -1.0, float("nan")
     for v in (0, 1):
         m0, m1 = (yhat == v) & (s == 0), (yhat == v) & (s == 1)
@@ -227,11 +237,21 @@ def evaluate_fair(model: FairModel,              # a trained model
                   n_eval: int = 4000,            # at most this many points for the kernel statistics
                   seed: int = 0,                 # subsample seed
                  ) -> dict:
-    "Accuracy and fairness statistics of a trained model on (X, y, s)."
-    z, logit = model.predict(X)
-    yhat = (logit > 0).astype(int)
+    "Accuracy and fairness statistics of a trained model on (X, y, s) (s: any two labels, coded 0/1 in sorted order)."
     y = np.asarray(y)
     s = np.asarray(s)
+    if not (len(X) == len(y) == len(s)):
+        raise ValueError(f"X, y and s must have the same length, got {len(X)}, {len(y)}, {len(s)}")
+    if y.ndim != 1 or s.ndim != 1: raise ValueError(f"y and s must be 1-D, got shapes {y.shape} and {s.shape}")
+    if set(np.unique(y).tolist()) - {0, 1}: raise ValueError("y must be binary 0/1")
+    if s.dtype.kind == "f" and np.isnan(s).any(): raise ValueError("s contains NaN")
+    labels = np.unique(s)
+    if len(labels) != 2:
+        raise ValueError(f"s must take exactly two values (a binary sensitive attribute), got {labels}")
+    if not (labels.dtype.kind in "biu" and labels[0] == 0 and labels[1] == 1):
+        s = (s == labels[1]).astype(np.int64)           # any two labels, floats too: the statistics need 0/1 ints
+    z, logit = model.predict(X)
+    yhat = (logit > 0).astype(int)
     sub = np.sort(np.random.default_rng(seed).permutation(len(y))[:n_eval])
     k = Kernel("gaussian", model.bandwidth)
     zs, ss, ys = z[sub], s[sub], y[sub]

@@ -16,7 +16,7 @@ __all__ = ['sample_gm', 'sample_gm_fixed', 'population_cells', 'gm_gram', 'popul
 def _label_table(p1, p_y_given_s) -> np.ndarray:
     if p_y_given_s is None:
         p1 = np.asarray(p1, dtype=np.float64)
-        if p1.ndim != 1 or ((p1 < 0) | (p1 > 1)).any():
+        if p1.ndim != 1 or not ((p1 >= 0) & (p1 <= 1)).all():          # NaN is not a probability
             raise ValueError(f"p1 must be probabilities P(Y=1|S=s), got {p1}")
         return np.stack([1 - p1, p1], axis=1)
     P = np.asarray(p_y_given_s, dtype=np.float64)
@@ -70,11 +70,24 @@ def population_cells(p1=(0.3, 0.6), p_y_given_s=None, pi=None) -> Cells:
     G, C = P.shape
     return Cells(np.zeros(0, np.int64), np.zeros(0, np.int64), np.arange(G), np.arange(C), pi[:, None] * P)
 
+def _check_gm(delta, a, tau, sigma):
+    "The Gaussian-mixture parameters: finite delta and a, noise sd tau >= 0, kernel bandwidth sigma > 0 (as `Kernel`)."
+    for k, v in (("delta", delta), ("a", a), ("tau", tau), ("sigma", sigma)):
+        if isinstance(v, (bool, np.bool_)) or np.ndim(v) != 0 or np.asarray(v).dtype.kind not in "iuf":
+            raise ValueError(f"{k} must be a finite number, got {v!r}")
+    if not (np.isfinite(sigma) and sigma > 0):
+        raise ValueError(f"kernel bandwidth sigma must be a positive finite number, got {sigma!r}")
+    if not (np.isfinite(tau) and tau >= 0):
+        raise ValueError(f"the noise standard deviation tau must be >= 0 and finite, got {tau!r}")
+    for k, v in (("delta", delta), ("a", a)):
+        if not np.isfinite(v): raise ValueError(f"{k} must be a finite number, got {v!r}")
+
 def gm_gram(G: int, C: int,                   # numbers of groups and labels
             delta: float = 0.0, a: float = 1.5, tau: float = 1.0,
             sigma: float = 1.0,               # Gaussian kernel bandwidth
            ) -> np.ndarray:
     "Population cell Gram Gamma_{cc'} = E k(Z_c, Z'_c') of the Gaussian mixture (cells c = s*C + y)."
+    _check_gm(delta, a, tau, sigma)
     m = np.array([[a * yv, delta * sv] for sv in range(G) for yv in range(C)])   # m_{s,y} = (a y, delta s)
     d2 = ((m[:, None] - m[None]) ** 2).sum(-1)
     v = sigma ** 2 + 2 * tau ** 2
@@ -86,6 +99,7 @@ def population_eo_k(delta: float = 0.0, p1=(0.3, 0.6), p_y_given_s=None, pi=None
                     a: float = 1.5, tau: float = 1.0, sigma: float = 1.0,
                    ) -> float:
     "Population EO_k^2 = <W, Gamma> of the Gaussian-mixture model (Gaussian kernel)."
+    _check_gm(delta, a, tau, sigma)
     cells = population_cells(p1, p_y_given_s, pi)
     W, _ = weight_matrix(cells, variant, weights)
     return float((W * gm_gram(cells.G, cells.C, delta, a, tau, sigma)).sum())
@@ -101,6 +115,7 @@ def mixture_mmd2(alpha: np.ndarray,   # weights over cells of the first mixture 
 def population_dp_mmd(delta: float = 0.0, p1=(0.3, 0.6), p_y_given_s=None, pi=None,
                       a: float = 1.5, tau: float = 1.0, sigma: float = 1.0) -> float:
     "Population independence MMD^2(Z|S=0, Z|S=1) (pairs-averaged for G > 2)."
+    _check_gm(delta, a, tau, sigma)
     cells = population_cells(p1, p_y_given_s, pi)
     G, C = cells.G, cells.C
     P = cells.counts / cells.counts.sum(1, keepdims=True)
@@ -139,6 +154,13 @@ def calibration_gap_under_eo(p0: float, p1: float,  # base rates P(Y=1|S=s)
                              tpr: float, fpr: float,  # the common TPR and FPR (EO holds)
                             ) -> float:
     "max over yhat of |P(Y=1|Yhat=yhat,S=0) - P(Y=1|Yhat=yhat,S=1)| when EO holds exactly."
+    for k, v in (("p0", p0), ("p1", p1), ("tpr", tpr), ("fpr", fpr)):
+        if not 0 <= v <= 1: raise ValueError(f"{k} must be a probability in [0, 1], got {v!r}")
+    for k, p in (("p0", p0), ("p1", p1)):                # P(Yhat = yhat | S = s) = 0: P(Y=1 | Yhat=yhat, S=s) undefined
+        for yh, q in ((1, p * tpr + (1 - p) * fpr), (0, p * (1 - tpr) + (1 - p) * (1 - fpr))):
+            if q == 0:
+                raise ValueError(f"P(Yhat={yh} | S) = 0 at base rate {k}={p} (tpr={tpr}, fpr={fpr}): the group never "
+                                 f"gets the prediction {yh}, so the calibration gap is undefined")
     ppv = lambda p: p * tpr / (p * tpr + (1 - p) * fpr)
     npv = lambda p: p * (1 - tpr) / (p * (1 - tpr) + (1 - p) * (1 - fpr))   # P(Y=1 | Yhat=0)
     return float(max(abs(ppv(p0) - ppv(p1)), abs(npv(p0) - npv(p1))))
