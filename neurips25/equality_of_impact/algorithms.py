@@ -52,16 +52,21 @@ class RunResult:
 
     @property
     def ends(self): return np.cumsum(self.n)
+    def _rounds(self, t) -> np.ndarray:
+        "Rounds t (1-based) as int64: integers in [1, T], else ValueError."
+        t = np.asarray(t)
+        if t.size and t.dtype.kind not in "iu": raise ValueError(f"rounds must be integers in [1, {self.T}], got {t!r}")
+        if np.any(t < 1) or np.any(t > self.T): raise ValueError(f"rounds must lie in [1, {self.T}]")
+        return t.astype(np.int64)
     def allocation_at(self, t) -> np.ndarray:
         "a_t for rounds t (1-based)."
-        return self.a[np.searchsorted(self.ends, np.asarray(t), side="left")]
+        return self.a[np.searchsorted(self.ends, self._rounds(t), side="left")]
     def allocations(self) -> np.ndarray:
         "The full per-round sequence a_1..a_T (memory O(T))."
         return np.repeat(self.a, self.n)
     def curves(self, env: Environment, opt: FairOptimum, t) -> dict:
         "Exact cumulative fairness and welfare regrets FR_t, WR_t, and a_t, |Delta(a_t)| at rounds t (1-based)."
-        t = np.asarray(t, dtype=np.int64)
-        if np.any(t < 1) or np.any(t > self.T): raise ValueError(f"rounds must lie in [1, {self.T}]")
+        t = self._rounds(t)
         ends = self.ends
         n = self.n.astype(float)
         fr = np.abs(env.gap(self.a)) - opt.V_star
@@ -80,6 +85,11 @@ def simulate(policy: Policy,       # the learner
             ) -> RunResult:
     "Run `policy` for T rounds against `env` with censored (block-mean) feedback."
     check_int(T, 'horizon T', 1)
+    for k, attr, v in (("budget B", "B", env.B), ("noise level sigma", "sigma", env.sigma)):
+        pv = getattr(policy, attr, None)                 # what the learner is told must be the environment's truth
+        if pv is not None and pv != v:
+            raise ValueError(f"the policy's {k} = {pv} differs from the environment's {v}: build the policy with "
+                             f"{type(policy).__name__}.for_env(env)")
     rng = np.random.default_rng(seed)
     gen = policy.play(int(T))
     A, N, t, t0 = [], [], 0, time.perf_counter()
@@ -118,6 +128,14 @@ def next_alloc(a_obs: np.ndarray,    # distinct allocations observed so far
     return r_lo, r_hi, 0.5 * (r_lo + r_hi)
 
 # %% ../../nbs/p04_equality_of_impact/03_algorithms.ipynb #fe26b851
+def _check_atol(atol) -> float:
+    "The searches stop when the bracket is below atol * B: atol must be a number in [0, 1) (0: to rounding)."
+    if isinstance(atol, (bool, np.bool_)) or np.ndim(atol) != 0 or np.asarray(atol).dtype.kind not in "iuf" \
+            or not (np.isfinite(atol) and 0 <= atol < 1):
+        raise ValueError(f"atol must be a finite number in [0, 1) (the search stops when the bracket is below "
+                         f"atol * B), got {atol!r}")
+    return float(atol)
+
 class NonNoisyEoI(Policy):
     ("Algorithm 1 (Reconstruction): bracket the root of the monotone EoI gap, shrink it with next_alloc, then take "
      "the best fair point.")
@@ -129,7 +147,7 @@ class NonNoisyEoI(Policy):
                                                # fair point
                 ):
         super().__init__(B, sigma, sizes)
-        self.use_envelopes, self.atol, self.best_fair = use_envelopes, atol, bool(best_fair)
+        self.use_envelopes, self.atol, self.best_fair = use_envelopes, _check_atol(atol), bool(best_fair)
         if not use_envelopes: self.name = "Alg. 1 without envelopes (bisection)"
 
     def _fair_envelope(self, obs, target, lo, hi):
@@ -219,6 +237,7 @@ class NoisyEoI(Policy):
                 ):
         super().__init__(B, sigma, sizes)
         if not 0 < delta < 1: raise ValueError(f"delta must be in (0, 1), got {delta}")
+        atol = _check_atol(atol)
         for k, v in dict(n0=n0, exploit=exploit, K=K, n_search=n_search).items():
             check_int(v, k, 1)
         self.delta, self.n0, self.exploit, self.K, self.use_envelopes, self.atol = (

@@ -28,8 +28,14 @@ class Response(abc.ABC):
             f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in vars(self).items() if not k.startswith('_'))})"
         )
 
+def _real(name, v) -> float:
+    "`v` as a float if it is a real number (Python or NumPy; not a bool, not a string); else TypeError."
+    if isinstance(v, (bool, np.bool_)) or np.ndim(v) != 0 or np.asarray(v).dtype.kind not in "iuf":
+        raise TypeError(f"{name} must be a real number, got {v!r}")
+    return float(v)
+
 def _positive(name, v):
-    v = float(v)
+    v = _real(name, v)
     if not np.isfinite(v) or v <= 0: raise ValueError(f"{name} must be a positive finite number, got {v}")
     return v
 
@@ -50,8 +56,10 @@ class LogResponse(Response):
 class Quadratic(Response):
     "Peaked quadratic b0 + b1·a − b2·a² (b2 >= 0: concave, maximal at b1 / (2 b2))."
     def __init__(self, b0: float, b1: float, b2: float):
+        b0, b1, b2 = _real("b0", b0), _real("b1", b1), _real("b2", b2)
+        if not np.isfinite([b0, b1, b2]).all(): raise ValueError(f"Quadratic needs finite b0, b1, b2, got {b0, b1, b2}")
         if b2 < 0: raise ValueError(f"Quadratic needs b2 >= 0 (concave), got {b2}")
-        self.b0, self.b1, self.b2 = float(b0), float(b1), float(b2)
+        self.b0, self.b1, self.b2 = b0, b1, b2
     def __call__(self, a):
         a = np.asarray(a, dtype=float)
         return self.b0 + self.b1 * a - self.b2 * a * a
@@ -68,6 +76,7 @@ class Discovery(Response):
         self._norm = self.scale / (self.mean if self.normalise else 1.0)
     def __call__(self, a):
         a = np.asarray(a, dtype=float)
+        if not np.all(np.isfinite(a)): raise ValueError("Discovery needs finite allocations a (got NaN or inf)")
         if np.any(a < 0) or np.any(a > self.a_max + 1e-9):
             raise ValueError(f"Discovery is defined on [0, {self.a_max}]")
         k = np.minimum(np.floor(a).astype(int), len(self._surv) - 1)

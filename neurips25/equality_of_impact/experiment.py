@@ -60,9 +60,22 @@ def run_one(env_name: str, sigma: float, method: str, T: int, seed: int = 0, ckp
 
 def run_grid(envs, sigmas, methods, T: int, n_seeds: int, desc: str = "runs") -> pd.DataFrame:
     "All (env, sigma, method, seed) runs; noise-free runs once (deterministic)."
+    # every argument is checked before the first run
+    for k, v in (("envs", envs), ("sigmas", sigmas), ("methods", methods)):
+        if isinstance(v, (str, bytes)) or not np.iterable(v): raise TypeError(f"{k} must be a list, got {v!r}")
+    envs, sigmas, methods = list(envs), list(sigmas), list(methods)
     for e in envs:
         if e not in ENV_NAMES: raise ValueError(f"unknown environment {e!r}; choose from {ENV_NAMES}")
-    if n_seeds < 1: raise ValueError(f"n_seeds must be >= 1, got {n_seeds}")
+    for m in methods:
+        if m not in METHODS: raise ValueError(f"unknown method {m!r}; choose from {list(METHODS)}")
+    for s in sigmas:
+        if isinstance(s, (bool, np.bool_)) or np.ndim(s) != 0 or np.asarray(s).dtype.kind not in "iuf" \
+                or not (np.isfinite(s) and s >= 0):
+            raise ValueError(f"sigmas must be noise levels >= 0 (finite numbers), got {s!r}")
+    for k, v in (("envs", envs), ("sigmas", sigmas), ("methods", methods)):
+        if len(set(v)) != len(v): raise ValueError(f"{k} has duplicates (their runs would be merged): {v}")
+    check_int(n_seeds, "n_seeds", 1)
+    check_int(T, "T", 1)
     empty = [k for k, v in (("envs", envs), ("sigmas", sigmas), ("methods", methods)) if len(v) == 0]
     if empty: raise ValueError(f"nothing to run: {', '.join(empty)} empty")
     jobs = [(e, s, m, seed) for e in envs for s in sigmas for m in methods for seed in range(1 if s == 0 else n_seeds)]

@@ -80,8 +80,12 @@ def welfare_optimum(env: Environment) -> float:
     return _argmax_on(env.welfare, 0.0, env.B)
 
 def price_of_fairness(env: Environment) -> float:
-    "W(a_W) / W(a*): how much welfare the fair optimum gives up (>= 1)."
-    return float(env.welfare(welfare_optimum(env)) / offline_optimum(env).W_star)
+    "W(a_W) / W(a*): how much welfare the fair optimum gives up (>= 1; defined when the fair welfare W(a*) > 0)."
+    W_star = offline_optimum(env).W_star
+    if not W_star > 0:                            # a ratio of welfares means nothing unless both are positive
+        raise ValueError(f"price_of_fairness needs a positive welfare at the fair optimum, got W(a*) = {W_star:.6g}: "
+                         f"the rewards must be positive")
+    return float(env.welfare(welfare_optimum(env)) / W_star)
 
 # %% ../../nbs/p04_equality_of_impact/01_objective.ipynb #f435fc55
 def brute_force_optimum(env: Environment, n_grid: int = 200_001, tol: float | None = None) -> tuple[float, float]:
