@@ -9,7 +9,8 @@ import torch
 import torch.nn.functional as F
 
 from ..core import get_device, in_notebook, check_int
-from .theory import ToyModel, check_zeta, gd_path, population_moments
+from .theory import (ToyModel, check_zeta, gd_path, population_moments, _moments,
+                                                 _check_regular, _HESSIAN)
 
 # %% auto #0
 __all__ = ['gd_loop', 'bench_gd_path', 'net_rates', 'paper_net_rates', 'main']
@@ -26,9 +27,16 @@ def gd_loop(Sigma0: np.ndarray, Sigma1: np.ndarray,   # group second moments Σ_
            ) -> dict:
     "Explicit GD θ ← θ − η(Hθ − b) on `gd_path`'s risk, one step at a time; L_0, L_1 at the recorded steps."
     zeta = check_zeta(zeta)
+    check_int(n_steps, "n_steps", 1)
+    check_int(every, "every", 1)
+    _moments(Sigma0, Sigma1, b0, b1, c0, c1, theta_init)       # shapes, symmetry, PSD: as gd_path
     S0, S1, b0, b1 = (np.asarray(a, float) for a in (Sigma0, Sigma1, b0, b1))
     H, b = zeta * S0 + (1 - zeta) * S1, zeta * b0 + (1 - zeta) * b1
-    eta = 1 / np.linalg.eigvalsh(H).max() if eta is None else float(eta)
+    _check_regular(H, _HESSIAN)
+    lam_max = np.linalg.eigvalsh(H).max()
+    eta = 1 / lam_max if eta is None else float(eta)
+    if not 0 < eta < 2 / lam_max:
+        raise ValueError(f"step eta={eta} must lie in (0, 2/λ_max) = (0, {2 / lam_max:.4g}) for GD to converge")
     t = np.arange(0, n_steps + 1, every)
     if t[-1] != n_steps: t = np.r_[t, n_steps]
     L0, L1 = np.empty(len(t)), np.empty(len(t))

@@ -62,6 +62,7 @@ def minority_count(zeta: float,  # target population share of the minority
                   ) -> int:
     "n_0 = ⌊ζ/(1−ζ)·n_1⌋ (src/CIFAR2.py), so that n_0/(n_0+n_1) ≈ ζ."
     zeta = check_zeta(zeta)
+    check_int(n1, "n1", 0)
     n0 = int(math.floor(zeta / (1 - zeta) * n1 + 1e-9))
     if n0 < 1: raise ValueError(f"zeta={zeta} with {n1} majority samples leaves the minority with no samples")
     return n0
@@ -76,6 +77,8 @@ def subsample_minority(X, y, s, zeta: float, seed: int = 0, n_classes: int = 2, 
     "Keep every majority row and a random minority subset of size `minority_count(zeta, n_1)`."
     s = np.asarray(s)
     if s.shape != (len(X),): raise ValueError(f"s must have shape ({len(X)},) like the rows of X, got {s.shape}")
+    if np.shape(y) != (len(X),):
+        raise ValueError(f"y must have shape ({len(X)},) like the rows of X, got {np.shape(y)}")
     if not np.isin(s, (0, 1)).all():
         raise ValueError(f"group labels s must be 0 (minority) or 1 (majority), got values {np.unique(s).tolist()}")
     rng = np.random.default_rng(seed)

@@ -38,7 +38,11 @@ class ImageGroups:
         n = len(self.images)
         if self.images.dtype != np.uint8 or self.images.ndim != 4 or self.images.shape[-1] != 3:
             raise ValueError(f"images must be uint8 (n, H, W, 3), got {self.images.dtype} {self.images.shape}")
-        self.y, self.s = np.asarray(self.y, np.int64), np.asarray(self.s, np.int64)
+        y, s = np.asarray(self.y), np.asarray(self.s)
+        if not (np.issubdtype(y.dtype, np.integer) and np.issubdtype(s.dtype, np.integer)):   # as GroupData
+            raise ValueError(f"y and s must be integer arrays, got {y.dtype} and {s.dtype}")
+        check_int(self.n_classes, "n_classes", 2)
+        self.y, self.s = y.astype(np.int64, copy=False), s.astype(np.int64, copy=False)
         if self.y.shape != (n,) or self.s.shape != (n,): raise ValueError(f"y and s must have shape ({n},)")
         if not np.isin(self.s, (0, 1)).all(): raise ValueError("group labels s must be 0 (minority) or 1 (majority)")
         for g in (0, 1):
@@ -284,6 +288,7 @@ def train_paper(model: nn.Module, train: ImageGroups,
     for k, v in (("epochs", epochs), ("batch_size", batch_size)):
         check_int(v, k, 1)
     check_int(num_workers, 'num_workers', 0)
+    if stop_after is not None: check_int(stop_after, "stop_after", 1)
     if schedule not in ("cosine", "constant"):
         raise ValueError(f"schedule must be 'cosine' or 'constant', got {schedule!r}")
     if not lr > 0: raise ValueError(f"lr must be > 0, got {lr}")

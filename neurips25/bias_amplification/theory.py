@@ -56,10 +56,12 @@ class ToyModel:
         return math.inf if self.sigma_small == 0 else self.sigma_v ** 2 / self.sigma_small ** 2
     def cov(self, s: int) -> np.ndarray:
         "Covariance Σ_s of x in group s (s=0 minority, s=1 majority)."
+        check_int(s, "group s", 0, 1, req="0 (minority) or 1 (majority)")
         sig = self.sigma_v if s == 0 else self.sigma_small
         return np.diag(np.r_[np.ones(self.d1), np.full(self.d2, sig ** 2)])
     def theta_group(self, s: int) -> np.ndarray:
         "Group-optimal θ_s: θ_1 = (β_u, 0) (the stereotype), θ_0 = (β_u, β_v)."
+        check_int(s, "group s", 0, 1, req="0 (minority) or 1 (majority)")
         return np.r_[self.beta_u, self.beta_v if s == 0 else np.zeros(self.d2)]
 
 def sample_toy(m: ToyModel,          # population parameters
@@ -89,6 +91,16 @@ def _check_regular(H: np.ndarray, what: str, rtol: float = 1e-12) -> None:
                          "not unique; give every feature some variance (a constant or duplicated feature makes it "
                          "singular)")
 
+def _check_sigma(S: np.ndarray, k: str) -> None:
+    "A clear ValueError unless the second-moment matrix `S` (named k) is finite, symmetric and PSD."
+    if not np.isfinite(S).all(): raise ValueError(f"{k} has NaN or inf entries")
+    if not np.allclose(S, S.T, rtol=1e-10, atol=1e-12): raise ValueError(f"{k} must be symmetric")
+    lam = np.linalg.eigvalsh((S + S.T) / 2)
+    if lam.size and lam.min() < -1e-10 * np.abs(lam).max():    # a second moment E[xxᵀ] has no negative eigenvalue
+        raise ValueError(f"{k} must be positive semi-definite (a second-moment matrix), got eigenvalue {lam.min():.3g}")
+
+_HESSIAN = "the full-loss Hessian ζΣ_0 + (1−ζ)Σ_1 = H"
+
 def full_data_theta(Sigma0: np.ndarray,  # minority covariance Σ_0 (d×d, PSD)
                     Sigma1: np.ndarray,  # majority covariance Σ_1 (d×d, PSD)
                     theta0: np.ndarray,  # minority optimum θ_0
@@ -104,10 +116,11 @@ def full_data_theta(Sigma0: np.ndarray,  # minority covariance Σ_0 (d×d, PSD)
         raise ValueError(
             f"shapes must be Σ (d,d) and θ (d,), got {Sigma0.shape}, {Sigma1.shape}, {theta0.shape}, {theta1.shape}"
         )
-    for k, v in (("Sigma0", Sigma0), ("Sigma1", Sigma1), ("theta0", theta0), ("theta1", theta1)):
+    for k, v in (("Sigma0", Sigma0), ("Sigma1", Sigma1)): _check_sigma(v, k)       # as gd_path
+    for k, v in (("theta0", theta0), ("theta1", theta1)):
         if not np.isfinite(v).all(): raise ValueError(f"{k} has NaN or inf entries")
     H = zeta * Sigma0 + (1 - zeta) * Sigma1
-    _check_regular(H, "the full-loss Hessian ζΣ_0 + (1−ζ)Σ_1")
+    _check_regular(H, _HESSIAN)
     return np.linalg.solve(H, zeta * Sigma0 @ theta0 + (1 - zeta) * Sigma1 @ theta1)
 
 def proximity_ratio(zeta: float,  # minority share ζ
@@ -231,9 +244,7 @@ def _moments(Sigma0, Sigma1, b0, b1, c0, c1, theta_init=None) -> tuple:
         out.append(v)
     for k, v in (("c0", c0), ("c1", c1)):
         if np.ndim(v) != 0 or not np.isfinite(v): raise ValueError(f"{k} must be a finite number, got {v!r}")
-    for k, S in (("Sigma0", S0), ("Sigma1", S1)):
-        if not np.isfinite(S).all(): raise ValueError(f"{k} has NaN or inf entries")
-        if not np.allclose(S, S.T, rtol=1e-10, atol=1e-12): raise ValueError(f"{k} must be symmetric")
+    for k, S in (("Sigma0", S0), ("Sigma1", S1)): _check_sigma(S, k)               # as full_data_theta
     return (S0, S1, *out[:2], float(c0), float(c1)) + ((out[2],) if theta_init is not None else ())
 
 GD_MAX_POINTS = 200_000   # default cap on the recorded points of `gd_path` (each costs (d + 2) floats)
@@ -258,8 +269,8 @@ def gd_path(Sigma0: np.ndarray, Sigma1: np.ndarray,   # group second-moment matr
     Sigma0, Sigma1, b0, b1, c0, c1, theta_init = _moments(Sigma0, Sigma1, b0, b1, c0, c1, theta_init)
     H = zeta * Sigma0 + (1 - zeta) * Sigma1
     b = zeta * b0 + (1 - zeta) * b1
+    _check_regular(H, _HESSIAN)                                 # the same relative test as full_data_theta
     lam, U = np.linalg.eigh(H)
-    if lam.min() <= 0: raise ValueError("H is singular: θ* is not unique")
     eta = 1 / lam.max() if eta is None else float(eta)
     if not 0 < eta < 2 / lam.max():
         raise ValueError(f"step eta={eta} must lie in (0, 2/λ_max) = (0, {2 / lam.max():.4g}) for GD to converge")
