@@ -136,6 +136,8 @@ def min_partition_bruteforce(M: Matroid) -> int:
 def offline_optimum_lp(M: Matroid) -> float:
     "Best offline fairness 1/t*: max t s.t. a distribution over feasible sets gives each element prob >= t (LP)."
     from scipy.optimize import linprog
+    if M.n == 0:                                   # as estimate_fairness and colouring_summary
+        raise FairMatroidError("the matroid has no elements: the offline fairness 1/t* is undefined")
     ok, n = _feasible_masks(M), M.n
     maximal = [m for m in range(1 << n) if ok[m] and not any(ok[m | (1 << i)] for i in range(n) if not m >> i & 1)]
     A = np.array([[m >> e & 1 for m in maximal] for e in range(n)], dtype=float)   # A[e, I] = [e ∈ I]
@@ -188,7 +190,11 @@ MATROID_KINDS = ("graphic", "uniform", "partition", "laminar", "gf2")
 def _peel(edges, n_vertices):
     "Min-degree peeling (bucket queue): removal order and core numbers (running max of the removal degree)."
     E = _as_edges(edges)
-    nv = max(int(E.max()) + 1 if len(E) else 0, n_vertices or 0)
+    nv = int(E.max()) + 1 if len(E) else 0
+    if n_vertices is not None:                     # as GraphicMatroid: at least max id + 1
+        if check_int(n_vertices, "n_vertices", 0) < nv:
+            raise FairMatroidError(f"n_vertices={n_vertices} but edges use vertex id {nv - 1}")
+        nv = int(n_vertices)
     E = E[E[:, 0] != E[:, 1]]
     adj = [[] for _ in range(nv)]
     for u, v in E.tolist():
@@ -227,8 +233,13 @@ def core_numbers(edges, n_vertices: int | None = None) -> np.ndarray:
 
 def earlier_neighbours(edges, order) -> np.ndarray:
     "For each vertex, the number of edges to vertices earlier in `order` (loops ignored)."
-    order = np.asarray(order, dtype=np.int64)                    # [] (an empty graph) has dtype float otherwise
+    o = np.asarray(order)
     E = _as_edges(edges)
+    if o.ndim != 1 or (o.size and o.dtype.kind not in "iu") or not np.array_equal(np.sort(o), np.arange(len(o))):
+        raise FairMatroidError(f"order must be a permutation of the vertex ids 0..{len(o) - 1} (1-D ints)")
+    if len(E) and E.max() >= len(o): raise FairMatroidError(f"order has {len(o)} vertices but edges use vertex id "
+                                                            f"{E.max()}")
+    order = o.astype(np.int64)                                   # [] (an empty graph) has dtype float otherwise
     pos = np.empty(len(order), dtype=np.int64)
     pos[order] = np.arange(len(order))
     E = E[E[:, 0] != E[:, 1]]

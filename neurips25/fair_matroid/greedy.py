@@ -26,7 +26,8 @@ def alg4_num_colours(beta: float,   # optimal offline fairness β (or any value 
                      k: int,        # size of the largest feasible set (or an upper bound)
                     ) -> int:
     "m = ⌈β (p ln k + 1)⌉, the number of colours of Algorithm 4 (Thm 17)."
-    if not (isinstance(beta, (int, float, np.integer, np.floating)) and math.isfinite(beta) and beta >= 1):
+    if isinstance(beta, (bool, np.bool_)) or not (isinstance(beta, (int, float, np.integer, np.floating))
+                                                  and math.isfinite(beta) and beta >= 1):
         raise FairMatroidError(f"beta must be a finite number >= 1, got {beta!r}")
     return math.ceil(beta * (check_int(p, "p", 1) * math.log(check_int(k, "k", 1)) + 1))
 
@@ -101,15 +102,16 @@ class MatchoidGreedyColouring(GreedyColouring):
                  m: int | None = None,          # or: the number of colours directly
                  guard: str = "reject", on_problem: str = "report"):
         if not isinstance(matchoid, Matchoid): raise FairMatroidError("Algorithm 4 needs a Matchoid")
+        p = max(matchoid.p, 1) if p is None else check_int(p, "p", 1)
         if m is not None:
             super().__init__(matchoid, m=m, k=k, guard=guard, on_problem=on_problem)
             self.beta = None
         else:
             if beta is None or k is None: raise FairMatroidError("Algorithm 4 needs beta and k (or m)")
-            super().__init__(matchoid, m=alg4_num_colours(beta, p or max(matchoid.p, 1), k), k=k, guard=guard,
+            super().__init__(matchoid, m=alg4_num_colours(beta, p, k), k=k, guard=guard,
                              on_problem=on_problem)
             self.beta = beta
-        self.p = p or max(matchoid.p, 1)
+        self.p = p
     def params(self) -> str: return f"beta={self.beta}, p={self.p}, k={self.k}, m={self.m}"
 
 # %% ../../nbs/p10_fair_matroid/04_greedy.ipynb #2479f68d
@@ -145,6 +147,8 @@ class OfflineBaseline(ColouringAlgorithm):
     "Thm 7: knowing E upfront, partition it into α independent sets (Edmonds) and accept a uniformly random block."
     def __init__(self, matroid: Matroid, guard: str = "reject", on_problem: str = "report"):
         super().__init__(matroid, guard, on_problem)
+        if matroid.n == 0:                                       # as estimate_fairness and colouring_summary
+            raise FairMatroidError("the matroid has no elements: there is nothing to partition or select fairly")
         self.partition = matroid_partition(matroid)
         self.m = self.alpha = self.partition.alpha
         self.block = self.partition.block_of(matroid.n)

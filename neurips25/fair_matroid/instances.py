@@ -8,7 +8,8 @@ import numpy as np
 
 from .arboricity import core_numbers
 from .matroids import (Matroid, GraphicMatroid, LaminarMatroid, PartitionMatroid, UniformMatroid,
-                                             LinearMatroidGF2, MatchingMatchoid, FairMatroidError, _as_edges)
+                                             LinearMatroidGF2, MatchingMatchoid, FairMatroidError, _as_edges,
+                                             check_int)
 
 # %% auto #0
 __all__ = ['tree_union', 'grid_graph', 'complete_graph', 'gnp_graph', 'series_parallel_adversary', 'random_laminar',
@@ -32,13 +33,25 @@ def _random_tree_avoiding(n, used, rng):
         tree.append((u, v))
     return tree
 
+def _walecki_union(n, alpha, rng):
+    "α edge-disjoint spanning trees of K_n (n >= 2α): Walecki's zigzag paths of K_2α, extra vertices attached to α "
+    "random distinct earlier vertices (one edge per tree), all vertices relabelled by a random permutation."
+    perm, h, trees = rng.permutation(n), 2 * alpha, []
+    for i in range(alpha):                           # path i: i, i+1, i−1, i+2, i−2, ..., i+α (mod 2α)
+        seq = [(i + s) % h for s in [0] + [x for j in range(1, alpha) for x in (j, -j)] + [alpha]]
+        trees.append(list(zip(seq[:-1], seq[1:])))
+    for v in range(h, n):
+        for t, u in enumerate(rng.choice(v, alpha, replace=False).tolist()): trees[t].append((u, v))
+    return [(int(perm[u]), int(perm[v])) for T in trees for u, v in T]
+
 def tree_union(n_vertices: int,             # n >= 2 vertices
                alpha: int,                  # number of edge-disjoint spanning trees (α <= n/2)
                rng: np.random.Generator,
               ) -> np.ndarray:
-    "Union of α edge-disjoint random spanning trees (random recursive trees), edges in insertion order, tree by tree."
-    n = int(n_vertices)
-    if n < 2 or alpha < 1: raise FairMatroidError(f"need n_vertices >= 2 and alpha >= 1, got {n}, {alpha}")
+    ("Union of α edge-disjoint random spanning trees (random recursive trees), edges in insertion order, tree by "
+     "tree. If the trees cannot be drawn disjoint (α close to n/2), Walecki's construction, randomly relabelled.")
+    n = check_int(n_vertices, "n_vertices", 2)
+    alpha = check_int(alpha, "alpha", 1)
     if 2 * alpha > n:
         raise FairMatroidError(f"alpha={alpha} edge-disjoint spanning trees need n >= 2 alpha (K_n has α = ⌈n/2⌉)")
     used, out = set(), []
@@ -46,24 +59,27 @@ def tree_union(n_vertices: int,             # n >= 2 vertices
         for attempt in range(1000):                  # a fresh permutation if some early vertex has no free edge
             tree = _random_tree_avoiding(n, used, rng)
             if tree is not None: break
-        else: raise FairMatroidError("could not draw edge-disjoint trees; lower alpha or raise n")
+        else: return np.array(_walecki_union(n, alpha, rng), dtype=np.int64)   # stuck: the earlier trees block it
         for u, v in tree: used.add((min(u, v), max(u, v)))
         out += tree
     return np.array(out, dtype=np.int64)
 
 def grid_graph(a: int, b: int) -> np.ndarray:
     "Edges of the a × b grid (vertex r*b + c)."
+    a, b = check_int(a, "a", 0), check_int(b, "b", 0)
     idx = np.arange(a * b).reshape(a, b)
     return np.concatenate([np.c_[idx[:, :-1].ravel(), idx[:, 1:].ravel()],
                            np.c_[idx[:-1, :].ravel(), idx[1:, :].ravel()]]).astype(np.int64)
 
 def complete_graph(n: int) -> np.ndarray:
     "Edges of K_n."
+    n = check_int(n, "n", 0)
     i, j = np.triu_indices(n, 1)
     return np.c_[i, j].astype(np.int64)
 
 def gnp_graph(n: int, p: float, rng: np.random.Generator) -> np.ndarray:
     "Edges of an Erdős–Rényi G(n, p) graph."
+    n = check_int(n, "n", 0)
     if not 0 <= p <= 1: raise FairMatroidError(f"p must be in [0, 1], got {p}")
     i, j = np.triu_indices(n, 1)
     keep = rng.random(len(i)) < p
@@ -91,8 +107,12 @@ def series_parallel_adversary(levels: int,   # recursion depth j >= 1: rank k = 
 # %% ../../nbs/p10_fair_matroid/02_instances.ipynb #ab084ee3
 def random_laminar(n: int, alpha: int, rng: np.random.Generator, depth: int = 3, branching: int = 3,
                    name: str = "laminar") -> LaminarMatroid:
-    "A random laminar matroid on n elements with α' = max_j ⌈|S_j|/r_j⌉ = alpha (tree of sets, random caps)."
-    if n < 1 or alpha < 1: raise FairMatroidError("need n >= 1 and alpha >= 1")
+    ("A random laminar matroid on n elements (tree of sets, random caps r_j = ⌈|S_j|/a_j⌉, a_j <= alpha) with "
+     "α' = max_j ⌈|S_j|/r_j⌉ <= alpha; α' = alpha when the largest set S has ⌈|S|/⌈|S|/alpha⌉⌉ = alpha (e.g. alpha "
+     "divides n); read α' from `alpha_lower()`.")
+    n, alpha = check_int(n, "n", 1), check_int(alpha, "alpha", 1)
+    check_int(depth, "depth", 0)
+    check_int(branching, "branching", 2, req="an integer >= 2 (children per set)")
     sets = []
     def split(S, lvl):
         sets.append(S)
@@ -110,6 +130,9 @@ def admissions_laminar(n_counties: int = 3, regions: int = 3, per_region: int = 
                        total_cap: int | None = None, county_cap: int | None = None, region_cap: int | None = None,
                        name: str = "admissions") -> LaminarMatroid:
     "TJHSST-like lottery: caps on the total, on each county and on each intra-county region (§3.2)."
+    for k, v in (("n_counties", n_counties), ("regions", regions), ("per_region", per_region)): check_int(v, k, 1)
+    for k, v in (("total_cap", total_cap), ("county_cap", county_cap), ("region_cap", region_cap)):
+        if v is not None: check_int(v, k, 1, req="an integer >= 1 or None (the default)")
     n = n_counties * regions * per_region
     region_cap = region_cap or max(1, per_region // 2)
     county_cap = county_cap or max(1, regions * region_cap * 2 // 3)
@@ -126,7 +149,11 @@ def admissions_laminar(n_counties: int = 3, regions: int = 3, per_region: int = 
 
 def random_partition(n_blocks: int, rng: np.random.Generator, size=(2, 12), cap=(1, 4),
                      name: str = "partition") -> PartitionMatroid:
-    "A partition matroid with random block sizes and caps."
+    "A partition matroid with random block sizes and caps (ranges (lo, hi), inclusive)."
+    check_int(n_blocks, "n_blocks", 1)
+    for k, v, lo in (("size", size, 0), ("cap", cap, 1)):            # a cap 0 would make its block loops
+        if len(v) != 2 or check_int(v[0], f"{k}[0]", lo) > check_int(v[1], f"{k}[1]", lo):
+            raise FairMatroidError(f"{k} must be a range (lo, hi) of integers with {lo} <= lo <= hi, got {v!r}")
     sizes = rng.integers(size[0], size[1] + 1, n_blocks)
     return PartitionMatroid(
         np.repeat(np.arange(n_blocks), sizes), rng.integers(cap[0], cap[1] + 1, n_blocks), name=name
@@ -142,10 +169,14 @@ def _random_bitsets(count: int, r: int, rng: np.random.Generator) -> list[int]:
 
 def random_gf2(n: int, r: int, rng: np.random.Generator, name: str = "gf2") -> LinearMatroidGF2:
     "n random nonzero vectors of GF(2)^r."
+    check_int(n, "n", 0)
+    check_int(r, "r", 1, req="an integer >= 1 (GF(2)^0 has no nonzero vector)")
     return LinearMatroidGF2(_random_bitsets(n, r, rng), name=name)
 
 def gf2_union_of_bases(alpha: int, r: int, rng: np.random.Generator, name: str = "gf2_bases") -> LinearMatroidGF2:
     "α random bases of GF(2)^r (random invertible matrices): n = α r elements, arboricity exactly α."
+    check_int(alpha, "alpha", 1)
+    check_int(r, "r", 1)
     vecs = []
     while len(vecs) < alpha * r:
         B = _random_bitsets(r, r, rng)
@@ -154,6 +185,9 @@ def gf2_union_of_bases(alpha: int, r: int, rng: np.random.Generator, name: str =
 
 def random_bipartite(n_left: int, n_right: int, p: float, rng: np.random.Generator) -> np.ndarray:
     "Edges of a random bipartite graph (left ids 0..n_left-1, right ids n_left..)."
+    check_int(n_left, "n_left", 0)
+    check_int(n_right, "n_right", 0)
+    if not 0 <= p <= 1: raise FairMatroidError(f"p must be in [0, 1], got {p}")
     i, j = np.nonzero(rng.random((n_left, n_right)) < p)
     return np.c_[i, j + n_left].astype(np.int64)
 
@@ -172,9 +206,18 @@ def order_random(n: int, rng: np.random.Generator) -> np.ndarray:
     "A uniformly random order."
     return rng.permutation(n).astype(np.int64)
 
+def _n_vertices(E, n_vertices) -> int:
+    "max id + 1, or the given n_vertices (an integer at least that)."
+    nv = int(E.max()) + 1 if len(E) else 0
+    if n_vertices is None: return nv
+    n_vertices = check_int(n_vertices, "n_vertices", 0)
+    if n_vertices < nv: raise FairMatroidError(f"n_vertices={n_vertices} but edges use vertex id {nv - 1}")
+    return max(n_vertices, nv)
+
 def _edge_order_traversal(edges, n_vertices, start, dfs: bool) -> np.ndarray:
     E = _as_edges(edges)
     if len(E) == 0: return np.zeros(0, dtype=np.int64)           # an empty graph: the empty order
+    start = check_int(start, "start", 0, n_vertices - 1)
     adj = [[] for _ in range(n_vertices)]
     for i, (u, v) in enumerate(E.tolist()):
         adj[u].append(i)
@@ -199,12 +242,12 @@ def _edge_order_traversal(edges, n_vertices, start, dfs: bool) -> np.ndarray:
 def order_bfs(edges, n_vertices: int | None = None, start: int = 0) -> np.ndarray:
     "Edges in breadth-first order from `start` (all edges at a vertex when it is visited)."
     E = _as_edges(edges)
-    return _edge_order_traversal(E, n_vertices or (int(E.max()) + 1 if len(E) else 0), start, dfs=False)
+    return _edge_order_traversal(E, _n_vertices(E, n_vertices), start, dfs=False)
 
 def order_dfs(edges, n_vertices: int | None = None, start: int = 0) -> np.ndarray:
     "Edges in depth-first (stack) order from `start`."
     E = _as_edges(edges)
-    return _edge_order_traversal(E, n_vertices or (int(E.max()) + 1 if len(E) else 0), start, dfs=True)
+    return _edge_order_traversal(E, _n_vertices(E, n_vertices), start, dfs=True)
 
 def order_degree(edges) -> np.ndarray:
     "Edges sorted by decreasing deg(u) + deg(v) (hubs first); stable in edge id."

@@ -155,6 +155,7 @@ class GraphicState(IndepState):
         self._par = None
         self._u, self._v = M._ul, M._vl
     def can_add(self, e: int) -> bool:
+        if type(e) is not int or not 0 <= e < self.M.n: e = check_element(e, self.M.n)   # 99, -1: a clear error
         find = self.uf.find
         return find(self._u[e]) != find(self._v[e])              # (u,v) joins two trees: A + e is a forest
     def add(self, e: int):
@@ -265,6 +266,7 @@ class CountState(IndepState):
         super().__init__(M)
         self.cnt = [0] * len(M.caps)
     def can_add(self, e: int) -> bool:
+        if type(e) is not int or not 0 <= e < self.M.n: e = check_element(e, self.M.n)
         cnt, caps = self.cnt, self.M.caps
         return e not in self._in and all(cnt[j] < caps[j] for j in self.M.sets_of(e))
     def add(self, e: int):
@@ -367,7 +369,9 @@ class GF2State(IndepState):
             v ^= rv
             combo ^= rc
         return v, combo
-    def can_add(self, e: int) -> bool: return e not in self._in and self._reduce(e)[0] != 0
+    def can_add(self, e: int) -> bool:
+        if type(e) is not int or not 0 <= e < self.M.n: e = check_element(e, self.M.n)
+        return e not in self._in and self._reduce(e)[0] != 0
     def add(self, e: int):
         v, combo = self._reduce(e)
         if not v: raise ValueError(f"element {e} is in the span of A")
@@ -386,12 +390,18 @@ class LinearMatroidGF2(Matroid):
     "Column matroid of a 0/1 matrix over GF(2): element i is row i of `vectors`."
     def __init__(self, vectors,          # (n, r) array of 0/1, or a list of non-negative Python ints (bitsets)
                  name: str = "gf2"):
+        if isinstance(vectors, np.ndarray) and vectors.ndim == 1 and vectors.dtype.kind in "iu":
+            vectors = vectors.tolist()                           # a 1-D int array: bitsets, as a list of ints
+        if isinstance(vectors, (list, tuple)) and any(isinstance(x, (bool, np.bool_)) for x in vectors):
+            raise FairMatroidError("vectors must be bitset ints or an (n, r) 0/1 array, not a list of bools")
         if isinstance(vectors, (list, tuple)) and all(isinstance(x, (int, np.integer)) for x in vectors):
             vs = [int(x) for x in vectors]
             if any(x < 0 for x in vs): raise FairMatroidError("bitset vectors must be non-negative ints")
             self.dim = max([x.bit_length() for x in vs] + [0])
         else:
-            a = np.asarray(vectors)
+            try: a = np.asarray(vectors)
+            except ValueError:
+                raise FairMatroidError("vectors must be an (n, r) 0/1 array: rows of one length") from None
             if a.ndim != 2: raise FairMatroidError(f"vectors must be an (n, r) 0/1 array, got shape {a.shape}")
             if a.dtype.kind == "f" and not np.isfinite(a).all(): raise FairMatroidError("vectors contain NaN or inf")
             if not np.isin(a, (0, 1)).all(): raise FairMatroidError("vectors must contain only 0 and 1")
@@ -407,6 +417,7 @@ class MatchoidState(IndepState):
         super().__init__(M)
         self.sub = [Mj.state() for _, Mj in M.constituents]
     def can_add(self, e: int) -> bool:
+        if type(e) is not int or not 0 <= e < self.M.n: e = check_element(e, self.M.n)
         return e not in self._in and all(self.sub[j].can_add(loc) for j, loc in self.M.where[e])
     def add(self, e: int):
         self.elements.append(e)
@@ -445,6 +456,7 @@ class MatchingState(IndepState):
         super().__init__(M)
         self.used = bytearray(M.n_vertices)
     def can_add(self, e: int) -> bool:
+        if type(e) is not int or not 0 <= e < self.M.n: e = check_element(e, self.M.n)
         return not self.used[self.M._ul[e]] and not self.used[self.M._vl[e]]
     def add(self, e: int):
         self.elements.append(e)
@@ -459,7 +471,11 @@ class MatchingMatchoid(Matchoid):
     def __init__(self, edges, n_vertices: int | None = None, name: str = "matching"):
         E = _as_edges(edges)
         if (E[:, 0] == E[:, 1]).any(): raise FairMatroidError("matchings: self-loops are not allowed")
-        nv = max(int(E.max()) + 1 if len(E) else 0, n_vertices or 0)
+        nv = int(E.max()) + 1 if len(E) else 0
+        if n_vertices is not None:                               # as GraphicMatroid
+            if check_int(n_vertices, "n_vertices", 0) < nv:
+                raise FairMatroidError(f"n_vertices={n_vertices} but edges use vertex id {nv - 1}")
+            nv = int(n_vertices)
         stars = [[] for _ in range(nv)]
         for i, (u, v) in enumerate(E.tolist()):
             stars[u].append(i)

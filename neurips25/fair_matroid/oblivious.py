@@ -9,7 +9,7 @@ from typing import Callable
 import numpy as np
 
 from .matroids import Matroid, FairMatroidError, UniformMatroid, check_int
-from .online import OnlineAlgorithm, OnlineRun, ColouringAlgorithm
+from .online import OnlineAlgorithm, OnlineRun, ColouringAlgorithm, NoFastPath
 from .instances import check_order
 from .greedy import GreedyColouring, MatchoidGreedyColouring, UniformRoundRobin
 from .laminar import LaminarColouring
@@ -52,8 +52,11 @@ def wrapper_distribution(h: Callable = h_paper, l_max: int = DEFAULT_L_MAX) -> n
 def wrapper_guarantee(f: int, c: float = 1.0, h: Callable = h_paper, l_max: int = DEFAULT_L_MAX) -> float:
     "Lower bound (1/c)(1/h(f) − 1/h(l_max+1)) on every element's acceptance probability (Thm 8, truncated)."
     f = check_int(f, "f", 1)                        # f(M) <= l for an integer l >= 1 (Thm 8)
+    l_max = check_int(l_max, "l_max", 1)
+    if isinstance(c, (bool, np.bool_)) or not isinstance(c, (int, float, np.integer, np.floating)) \
+            or not (np.isfinite(c) and c > 0):
+        raise FairMatroidError(f"c must be finite and > 0, got {c!r}")
     c = float(c)
-    if not (np.isfinite(c) and c > 0): raise FairMatroidError(f"c must be finite and > 0, got {c}")
     if f > l_max: return 0.0
     return float((1 / h(f) - 1 / h(l_max + 1)) / c)
 
@@ -73,7 +76,7 @@ class ObliviousWrapper(OnlineAlgorithm):
                  h: Callable = h_paper,                         # a feasible function (Def. 2)
                  l_max: int = DEFAULT_L_MAX):                   # truncation of l
         super().__init__(matroid, guard="halt")
-        self.factory, self.h, self.l_max = factory, h, int(l_max)
+        self.factory, self.h, self.l_max = factory, h, check_int(l_max, "l_max", 1)
         self.P = wrapper_distribution(h, self.l_max)
         self._cum = np.cumsum(self.P)
     def sample_l(self, rng) -> int | None:
@@ -92,7 +95,7 @@ class ObliviousWrapper(OnlineAlgorithm):
             if l is None: continue
             A = self.factory(l)
             if not isinstance(A, ColouringAlgorithm):
-                raise FairMatroidError("fast_counts needs colouring algorithms A_l")
+                raise NoFastPath("fast_counts needs colouring algorithms A_l (estimate_fairness then uses full runs)")
             r = int(rng.integers(1, A.m + 1))               # the draw ColourRun makes
             if l not in cache:
                 A.guard = "halt"
@@ -124,6 +127,7 @@ def wrapper_exact_probs(factory: Callable[[int], ColouringAlgorithm],  # l -> A_
                         m_of_l: Callable = lambda l: l,                 # number of colours of A_l, vectorised
                         h: Callable = h_paper, l_max: int = DEFAULT_L_MAX) -> np.ndarray:
     "Exact per-element acceptance probabilities of the oblivious wrapper on a fixed order."
+    L0 = check_int(L0, "L0", 0)
     P = wrapper_distribution(h, l_max)
     n = None
     probs = None

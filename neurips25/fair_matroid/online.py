@@ -14,9 +14,9 @@ from .matroids import (Matroid, IndepState, FairMatroidError, UnknownElementErro
 from .instances import check_order
 
 # %% auto #0
-__all__ = ['GUARDS', 'PROBLEM_POLICIES', 'OnlineRun', 'OnlineAlgorithm', 'Colourer', 'ColourRun', 'ColouringAlgorithm',
-           'clopper_pearson', 'hoeffding_lower', 'FairnessEstimate', 'acceptance_counts', 'estimate_fairness',
-           'colouring_summary']
+__all__ = ['GUARDS', 'PROBLEM_POLICIES', 'OnlineRun', 'NoFastPath', 'OnlineAlgorithm', 'Colourer', 'ColourRun',
+           'ColouringAlgorithm', 'clopper_pearson', 'hoeffding_lower', 'FairnessEstimate', 'acceptance_counts',
+           'estimate_fairness', 'colouring_summary']
 
 # %% ../../nbs/p10_fair_matroid/03_online.ipynb #002fca5d
 GUARDS = ("reject", "halt")
@@ -53,8 +53,7 @@ class OnlineRun(abc.ABC):
         want = self.propose(e)
         if not want or self.halted: return False
         if not self._acc.can_add(e):                     # the proposal would break independence
-            msg = (f"accepting element {e} would make the accepted set dependent: a knowledge parameter of "
-                   f"{type(self.alg).__name__} is below its true value")
+            msg = _dependent_msg(self.alg, e)
             if self.alg.guard == "halt":
                 self.halted = True
                 self.events.append(("halt", e, msg))
@@ -67,6 +66,13 @@ class OnlineRun(abc.ABC):
         m = np.zeros(self.M.n, dtype=bool)
         m[self.accepted] = True
         return m
+
+def _dependent_msg(alg, e: int) -> str:
+    return (f"accepting element {e} would make the accepted set dependent: a knowledge parameter of "
+            f"{type(alg).__name__} is below its true value")
+
+class NoFastPath(FairMatroidError):
+    "The Monte-Carlo fast path does not apply to this algorithm (`estimate_fairness` falls back to full runs)."
 
 class OnlineAlgorithm(abc.ABC):
     "An online fair-selection algorithm on `matroid`: `start(rng)` gives a run; `run(order, rng)` a full pass."
@@ -111,10 +117,14 @@ class ColouringAlgorithm(OnlineAlgorithm):
     def colourer(self, report) -> Colourer: "The online colouring rule of one run (subclasses define it)."
     def start(self, rng, n=None) -> ColourRun: return ColourRun(self, rng, n)
     def colouring(self, order, events: list | None = None) -> np.ndarray:
-        "Colours of all elements when they arrive in `order` (0 = none); deterministic. Problems go to `events`."
+        ("Colours of all elements when they arrive in `order` (0 = none); deterministic. Problems go to `events` "
+         "(and raise `ParameterTooSmallError` under on_problem='raise', as in a run).")
         order = check_order(order, self.matroid.n)
         sink = events if events is not None else []
-        col = self.colourer(lambda kind, e, msg: sink.append((kind, e, msg)))
+        def report(kind, e, msg):
+            sink.append((kind, e, msg))
+            if self.on_problem == "raise": raise ParameterTooSmallError(msg)
+        col = self.colourer(report)
         out = np.zeros(self.matroid.n, dtype=np.int64)
         for e in order.tolist(): out[e] = col.colour(e)
         return out
@@ -138,8 +148,10 @@ class ColouringAlgorithm(OnlineAlgorithm):
 # %% ../../nbs/p10_fair_matroid/03_online.ipynb #a5348536
 def clopper_pearson(k, n, level: float = 0.95, side: str = "two") -> tuple[np.ndarray, np.ndarray]:
     "Exact binomial confidence bounds for p from k successes in n trials (side: two | lower | upper)."
-    k = np.asarray(k, dtype=float)
-    n = np.broadcast_to(np.asarray(n, dtype=float), k.shape)
+    k, n = np.asarray(k, dtype=float), np.asarray(n, dtype=float)
+    if n.shape != k.shape:
+        try: k, n = np.broadcast_arrays(k, n)
+        except ValueError: raise FairMatroidError(f"k and n have incompatible shapes {k.shape} and {n.shape}") from None
     if not 0 < level < 1: raise FairMatroidError(f"level must be in (0, 1), got {level}")
     for name, v in (("k", k), ("n", n)):
         bad = ~np.isfinite(v) | (v != np.round(v))
@@ -157,6 +169,10 @@ def clopper_pearson(k, n, level: float = 0.95, side: str = "two") -> tuple[np.nd
 
 def hoeffding_lower(p_hat, R: int, delta: float) -> np.ndarray:
     "One-sided Hoeffding lower confidence bound p̂ − sqrt(ln(1/δ) / (2R))."
+    R = check_int(R, "R", 1)
+    if isinstance(delta, (bool, np.bool_)) or not isinstance(delta, (int, float, np.integer, np.floating)) \
+            or not 0 < delta < 1:
+        raise FairMatroidError(f"delta must be a number in (0, 1), got {delta!r}")
     return np.asarray(p_hat, dtype=float) - np.sqrt(np.log(1 / delta) / (2 * R))
 
 # %% ../../nbs/p10_fair_matroid/03_online.ipynb #caf2a95a
@@ -174,6 +190,7 @@ class FairnessEstimate:
     def __post_init__(self):
         if len(self.counts) == 0:
             raise FairMatroidError("the matroid has no elements: fairness 1 / min_e P[e accepted] is undefined")
+        if not 0 < self.level < 1: raise FairMatroidError(f"level must be in (0, 1), got {self.level}")
         n = len(self.counts)
         lvl = 1 - (1 - self.level) / n if self.bonferroni else self.level
         self.lo, self.hi = clopper_pearson(self.counts, self.R, lvl)
@@ -200,7 +217,10 @@ class FairnessEstimate:
         return float(np.inf if m == 0 else 1 / m)
     def consistent_with(self, p) -> bool:
         "True iff every element's interval contains p (a scalar or per-element array)."
-        p = np.broadcast_to(np.asarray(p, dtype=float), self.lo.shape)
+        p = np.asarray(p, dtype=float)
+        if p.ndim and p.shape != self.lo.shape:
+            raise FairMatroidError(f"p must be a scalar or one value per element ({len(self.lo)}), got shape {p.shape}")
+        p = np.broadcast_to(p, self.lo.shape)
         return bool(((self.lo <= p + 1e-12) & (p - 1e-12 <= self.hi)).all())
     def certifies_at_least(self, p_bound) -> bool:
         "True iff every element's lower bound is >= p_bound (the bound holds, with confidence)."
@@ -227,15 +247,23 @@ def _acceptance(
     src = _order_source(order, n)
     counts = np.zeros(n, dtype=np.int64)
     if fast and isinstance(src, np.ndarray) and hasattr(alg, "fast_counts"):
-        return alg.fast_counts(src, R, rng), 0, None
+        state = rng.bit_generator.state
+        try: return alg.fast_counts(src, R, rng), 0, None
+        except NoFastPath: rng.bit_generator.state = state     # full runs below, from the same random stream
     if fast and isinstance(order, str) and hasattr(alg, "fast_counts_random"):
         return alg.fast_counts_random(R, rng)          # random order: same stream as rng.permutation + run
     if fast and isinstance(src, np.ndarray) and isinstance(alg, ColouringAlgorithm):
         colours, ok = alg.class_acceptance(src)
         per_colour = np.zeros(alg.m + 1, dtype=np.int64)
-        for _ in range(R): per_colour[int(rng.integers(1, alg.m + 1))] += 1     # the same draw as ColourRun
         bad = np.zeros(alg.m + 1, dtype=bool)
         bad[colours[(colours > 0) & ~ok]] = alg.guard == "reject"
+        first_bad = None                                 # r of the first run whose class the guard had to cut
+        for _ in range(R):
+            r = int(rng.integers(1, alg.m + 1))          # the same draw as ColourRun
+            per_colour[r] += 1
+            if first_bad is None and bad[r]: first_bad = r
+        if first_bad is not None and alg.on_problem == "raise":      # as the full run's guard report would
+            raise ParameterTooSmallError(_dependent_msg(alg, _first_cut(src, colours, ok, first_bad)))
         # r = c accepts something
         nonempty = np.zeros(alg.m + 1, dtype=bool)
         nonempty[colours[ok]] = True
@@ -248,6 +276,10 @@ def _acceptance(
         invalid += any(kind == "infeasible" for kind, _, _ in run.events)
         empty += not run.accepted
     return counts, invalid, empty
+
+def _first_cut(order, colours, ok, c: int) -> int:
+    "The first arrival of colour c that the guard rejects."
+    return int(next(e for e in order.tolist() if colours[e] == c and not ok[e]))
 
 def acceptance_counts(alg: OnlineAlgorithm, order, R: int, rng: np.random.Generator,
                       fast: bool = True) -> np.ndarray:
@@ -276,9 +308,13 @@ def colouring_summary(alg: "ColouringAlgorithm",  # a colouring algorithm (Algor
     "Exact fairness, expected accepted-set size and P(accept nothing) of a colouring algorithm on a fixed order."
     # the colouring is deterministic given the order and r ~ U{1..m}: P(e accepted) = [e accepted in class c_e] / m,
     # E|S| = #(accepted over all classes) / m, P(S = ∅) = #(colours whose class accepts nothing) / m
-    colours, ok = alg.class_acceptance(order)
+    colours, ok = alg.class_acceptance(order)          # raises a colouring problem under on_problem="raise"
     m, n = alg.m, alg.matroid.n
     if n == 0: raise FairMatroidError("the matroid has no elements: fairness is undefined")
+    cut = (colours > 0) & ~ok
+    if cut.any() and alg.guard == "reject" and alg.on_problem == "raise":   # the run with r = that colour raises
+        o = check_order(order, n)
+        raise ParameterTooSmallError(_dependent_msg(alg, int(o[cut[o]][0])))
     used = len(set(colours[ok].tolist()))
     p = ok / m
     return dict(m=m, colours_used=int(colours.max()), fairness=float(np.inf if p.min() == 0 else 1 / p.min()),

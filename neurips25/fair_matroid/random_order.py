@@ -61,7 +61,8 @@ class RandomOrderFromSampling(OnlineAlgorithm):
         "(counts, invalid runs, empty runs) over R random-order runs, vectorised via the sampler's `accept_from_split`."
         n, p = self.matroid.n, _check_probs(self.sampler.probs)
         counts, invalid, empty = np.zeros(n, dtype=np.int64), 0, 0
-        if not hasattr(self.sampler, "accept_from_split"):     # no vectorised path: full runs
+        # no vectorised path, or problems must raise (only a full run reports them): full runs, the same draws
+        if not hasattr(self.sampler, "accept_from_split") or self.on_problem == "raise":
             for _ in range(R):
                 run = self.run(rng.permutation(n), rng)
                 counts += run.accepted_mask()
@@ -83,7 +84,14 @@ LEVEL_INF = np.iinfo(np.int64).max // 4        # the level of vertices never rem
 
 def d_levels(n_vertices: int, src: np.ndarray, dst: np.ndarray, d: int) -> np.ndarray:
     "Def. 4: round j removes all remaining vertices of out-degree <= d (to remaining vertices); level = j, else ∞."
-    src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
+    n_vertices, d = check_int(n_vertices, "n_vertices", 0), check_int(d, "d", 0)
+    src, dst = np.asarray(src), np.asarray(dst)
+    if src.ndim != 1 or dst.shape != src.shape:
+        raise FairMatroidError(f"src and dst must be 1-D arrays of one length, got shapes {src.shape}, {dst.shape}")
+    for k, a in (("src", src), ("dst", dst)):
+        if a.size and (a.dtype.kind not in "iu" or a.min() < 0 or a.max() >= n_vertices):
+            raise FairMatroidError(f"{k} must hold integer vertex ids in 0..{n_vertices - 1}")
+    src, dst = src.astype(np.int64), dst.astype(np.int64)
     level = np.full(n_vertices, LEVEL_INF, dtype=np.int64)
     alive, ealive, j = np.ones(n_vertices, dtype=bool), np.ones(len(src), dtype=bool), 0
     while alive.any():
