@@ -45,7 +45,8 @@ def check_values(sums: np.ndarray,  # row sums over the K classes
     dev = np.abs(sums - 1).max()
     if dev > atol:
         raise ValueError(f"probabilities must sum to 1 over the K classes: max deviation of {name} is {dev:.3g} "
-                                    f"(tolerance {atol:.3g}; pass atol= to change it)")
+                         f"(tolerance {atol:.3g}): renormalise the rows, p / p.sum(-1, keepdims=True), or pass a "
+                         "larger atol= to a function that takes one (check_probs, mmi_lin)")
 
 def check_block(p: np.ndarray,        # a block of predictions, shape (b, m, K)
                 atol: float | None = None,  # tolerance; None: prob_atol(K)

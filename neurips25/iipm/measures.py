@@ -8,6 +8,7 @@ import numpy as np
 from scipy.optimize import minimize
 from scipy.special import xlogy
 
+from ..core import check_int
 from .capacities import (check_probs, check_shape, check_values, prob_atol, cache_rows, check_exact_k,
                                        chunks, subset_sums, subset_masks, mobius, probability_intervals, check_capacity,
                                        n_classes_of)
@@ -191,6 +192,9 @@ def upper_entropy(probs,                  # ensemble predictions, shape (n, m, K
                  ):
     "Upper entropy max_{Q in C} H(Q) in bits per test point."
     if method not in ("fw", "slsqp"): raise ValueError(f"unknown method {method!r}: use 'fw' or 'slsqp'")
+    if not (np.ndim(tol) == 0 and np.asarray(tol).dtype.kind in "iuf" and np.isfinite(tol) and tol >= 0):
+        raise ValueError(f"tol must be a finite number >= 0 (bits), got {tol!r}")   # NaN would stop FW at once
+    check_int(max_iter, "max_iter", 0)
     p = check_probs(probs)
     n, m, K = p.shape
     if credal == "box":
@@ -222,6 +226,11 @@ def entropy_difference(probs,  # ensemble predictions, shape (n, m, K)
                        **kwargs,  # passed to `upper_entropy` (method, tol, max_iter)
                       ) -> np.ndarray:
     "E-Diff = upper entropy - lower entropy over the ensemble's convex hull, in bits."
+    if "return_gap" in kwargs:                                    # (h, gap) - lower would be a wrong (2, n) array
+        raise TypeError("entropy_difference takes no return_gap: use upper_entropy(probs, return_gap=True)")
+    if kwargs.get("credal", "hull") != "hull":                    # the lower entropy min_j H(p_j) is the hull's
+        raise ValueError(f"entropy_difference is over the convex hull (credal='hull'), got {kwargs['credal']!r}: "
+                         "the box's upper entropy minus the hull's lower entropy would mix two credal sets")
     return upper_entropy(probs, **kwargs) - lower_entropy(probs)
 
 def mutual_information(probs,  # ensemble predictions, shape (n, m, K)

@@ -7,6 +7,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from ..core import check_int
 from .capacities import check_probs
 from .measures import mmi_tv, mmi_lin, generalized_hartley, entropy_difference, mutual_information
 
@@ -21,8 +22,8 @@ REJECTION_RATES = np.round(np.arange(0, 0.951, 0.05), 2)  # ρ = 0, 0.05, ..., 0
 
 def _check_rates(rates) -> np.ndarray:
     r = np.asarray(rates, dtype=np.float64)
-    if r.ndim != 1 or r.size < 2 or (np.diff(r) <= 0).any() or r[0] < 0 or r[-1] >= 1:
-        raise ValueError("rejection rates must be an increasing 1-D array in [0, 1)")
+    if r.ndim != 1 or r.size < 2 or not np.isfinite(r).all() or (np.diff(r) <= 0).any() or r[0] < 0 or r[-1] >= 1:
+        raise ValueError("rejection rates must be a finite, increasing 1-D array in [0, 1)")   # NaN compares False
     return r
 
 def _check_correct(correct) -> np.ndarray:
@@ -77,6 +78,8 @@ def ar_auc(acc,                   # accuracies along the rates, shape (..., len(
     if acc.ndim == 0 or acc.shape[-1] != r.size:
         raise ValueError(f"acc must have shape (..., {r.size}), one accuracy per rejection rate, got shape {acc.shape}")
     if not np.isfinite(acc).all(): raise ValueError("acc contains NaN or inf")
+    if (acc < 0).any() or (acc > 1).any():
+        raise ValueError(f"acc must be accuracies in [0, 1], got range {acc.min():.3g}..{acc.max():.3g}")
     return ((acc[..., 1:] + acc[..., :-1]) / 2 * np.diff(r)).sum(-1)
 
 # %% ../../nbs/p07_iipm/03_selective.ipynb #6cde549d
@@ -96,6 +99,7 @@ def compute_measures(probs,                          # ensemble predictions, sha
                     ) -> tuple[dict, dict]:
     "Each named measure per test point, and the seconds each took."
     p = check_probs(probs)
+    if isinstance(names, str): names = (names,)                   # one measure, not one per character
     unknown = [k for k in names if k not in MEASURES]
     if unknown: raise ValueError(f"unknown measures {unknown}; choose from {sorted(MEASURES)}")
     values, seconds = {}, {}
@@ -186,6 +190,7 @@ def forest_hparams(n_members: int = 10,             # ensemble size m
                   ) -> list[dict]:
     "The members' forest hyperparameters: depth, trees, features and seed, drawn member by member in this order."
     if n_members < 1: raise ValueError(f"empty ensemble: n_members must be >= 1, got {n_members}")
+    if isinstance(max_features, (str, int, float)): max_features = (max_features,)   # one choice, not one per character
     for name, rg in (("depth_range", depth_range), ("trees_range", trees_range)):
         ok = len(rg) == 2 and all(isinstance(v, (int, np.integer, float, np.floating)) and float(v).is_integer()
                                   for v in rg) and 1 <= rg[0] <= rg[1]
@@ -318,10 +323,16 @@ def cnn_ensemble(X,                    # training images in [0, 1], shape (N, si
     import torch
     from neurips25.core import get_device, progress
     if n_members < 1: raise ValueError("empty ensemble: n_members must be >= 1")
+    check_int(n_classes, "n_classes", 1)
+    check_int(epochs, "epochs", 1)
+    check_int(batch_size, "batch_size", 1)
     X = np.asarray(X, dtype=np.float32)
-    y = np.asarray(y, dtype=np.int64)
-    if X.ndim != 3 or X.shape[1] != X.shape[2] or len(X) != len(y):
+    y = np.asarray(_class_columns(y, n_classes, "labels y"), dtype=np.int64)   # 0.7 is no label, K is out of range
+    if X.ndim != 3 or X.shape[1] != X.shape[2] or y.ndim != 1 or len(X) != len(y):
         raise ValueError(f"X must be (N, side, side) matching y, got {X.shape}, {y.shape}")
+    if len(X) == 0: raise ValueError("no training images (X and y are empty)")
+    if X.shape[1] < 4: raise ValueError(f"images must be at least 4 x 4 (two 2 x 2 max-pools), got side {X.shape[1]}")
+    if not np.isfinite(X).all(): raise ValueError("X contains NaN or inf")
     dev = device or get_device("auto")
     r = np.random.default_rng(seed)
     Xt, yt = torch.tensor(X[:, None]), torch.tensor(y)
@@ -352,8 +363,14 @@ def cnn_proba(members: list[dict],   # output of cnn_ensemble
     import torch
     from neurips25.core import get_device
     if len(members) == 0: raise ValueError("empty ensemble: no members")
+    check_int(batch_size, "batch_size", 1)
+    X = np.asarray(X, dtype=np.float32)
+    sides = sorted({mem["config"]["side"] for mem in members})
+    if X.ndim != 3 or len(X) == 0 or [X.shape[1], X.shape[2]] != sides * 2:
+        raise ValueError(f"X must be (n, side, side) with n >= 1 and the members' side {sides}, got {X.shape}")
+    if not np.isfinite(X).all(): raise ValueError("X contains NaN or inf")
     dev = device or get_device("auto")
-    Xt = torch.tensor(np.asarray(X, dtype=np.float32)[:, None])
+    Xt = torch.tensor(X[:, None])
     out = []
     for mem in members:
         c = mem["config"]
