@@ -65,6 +65,8 @@ def fairfed_weights(omega: np.ndarray,     # (N,) current aggregation weights
                     beta: float = 1.0,     # FairFed's fairness budget
                    ) -> np.ndarray:
     "FairFed's update omega_k <- omega_k - beta (Delta_k - mean Delta), Delta_k = |F - F_k|, clipped and normalised."
+    if not (np.isfinite(gap_global) and np.isfinite(gap_local).all()):   # NaN: a client without samples
+        raise ValueError(f"gap_global and gap_local must be finite, got {gap_global} and {gap_local}")
     delta = np.abs(gap_global - np.asarray(gap_local))
     om = np.clip(omega - beta * (delta - delta.mean()), 0.0, None)
     if om.sum() <= 0: return np.full(len(om), 1.0 / len(om))

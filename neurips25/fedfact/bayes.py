@@ -8,6 +8,8 @@ import numpy as np
 from scipy import sparse
 from scipy.optimize import linprog
 
+from ..core import check_int
+from .data import int_codes
 from .metrics import METRICS
 
 # %% auto #0
@@ -33,9 +35,28 @@ class Priors:
     @property
     def p_k(self): return self.p_ayk.sum((0, 1))  # (N,)
 
+def _codes(v, name: str, hi: int) -> np.ndarray:
+    "Integer codes in [0, hi) as int64: 0.7 is an error, never truncated, and -1 never wraps around to hi - 1."
+    v = int_codes(v, name)
+    if len(v) and (v.min() < 0 or v.max() >= hi):
+        raise ValueError(f"{name} values must lie in [0, {hi}), got [{v.min()}, {v.max()}]")
+    return v
+
+def _check_joint(Q: np.ndarray) -> None:
+    "Raise unless every Q_i is a joint probability table: finite, >= 0, summing to 1 over (a, y) (float32 rounding ok)."
+    tol = max(1e-5, Q.shape[1] * Q.shape[2] * 2.0**-23)
+    if not np.isfinite(Q).all(): raise ValueError("Q contains NaN or inf")
+    if Q.size and Q.min() < -tol: raise ValueError(f"Q must be non-negative (a joint posterior), got {Q.min():.3g}")
+    dev = float(np.abs(Q.sum((1, 2)) - 1).max()) if Q.size else 0.0
+    if dev > tol:
+        raise ValueError(f"every Q_i must sum to 1 over (a, y) (a joint posterior P(A, Y | x)): max deviation "
+                         f"{dev:.3g} (tolerance {tol:.3g})")
+
 def joint_from_labels(a: np.ndarray, y: np.ndarray,  # (n,) groups and labels
                       n_groups: int, n_classes: int) -> np.ndarray:
     "Q_i = e_{a_i} e_{y_i}^T, shape (n, G, m): labelled data as a degenerate joint posterior."
+    a, y = _codes(a, "a", check_int(n_groups, "n_groups", 1)), _codes(y, "y", check_int(n_classes, "n_classes", 1))
+    if len(a) != len(y): raise ValueError(f"a and y must have the same length, got {len(a)} and {len(y)}")
     Q = np.zeros((len(a), n_groups, n_classes))
     Q[np.arange(len(a)), a, y] = 1.0
     return Q
@@ -45,6 +66,7 @@ def aware_posterior(eta: np.ndarray,   # (n, m) eta(x_i, a_i, k_i) = P(Y | x, a,
                     n_groups: int,     # G
                    ) -> np.ndarray:
     "Q_i = e_{a_i} eta_i^T, shape (n, G, m): the joint posterior when the group is observed."
+    a = _codes(a, "a", check_int(n_groups, "n_groups", 1))
     eta = np.asarray(eta, dtype=np.float64)
     if eta.ndim != 2 or len(eta) != len(a): raise ValueError(f"eta has shape {eta.shape}, expected ({len(a)}, m)")
     if not np.isfinite(eta).all() or (eta < 0).any() or not np.allclose(eta.sum(1), 1, atol=1e-6):
@@ -58,6 +80,10 @@ def priors_from(Q: np.ndarray,   # (n, G, m) joint posteriors (or labels as one-
                 n_clients: int,  # N
                ) -> Priors:
     "Plug-in priors p_{a,y,k} = (1/n) sum_{i in k} Q_i[a, y]."
+    k, Q = _codes(k, "k", check_int(n_clients, "n_clients", 1)), np.asarray(Q)
+    if Q.ndim != 3 or len(Q) != len(k):
+        raise ValueError(f"Q must have shape (n, G, m) with n = len(k) = {len(k)}, got {Q.shape}")
+    if len(k) == 0: raise ValueError("no samples (Q and k are empty)")
     Kh = np.eye(n_clients)[k]
     return Priors(np.einsum("nk,nay->ayk", Kh, Q) / len(k))
 
@@ -74,6 +100,8 @@ class FairSpec:
         for nm in ("xi_g", "xi_l"):
             v = getattr(self, nm)
             if v is None: continue
+            if np.ndim(v) != 0 or np.asarray(v).dtype.kind not in "iuf":   # "0.1", True, [0.1] are not levels
+                raise TypeError(f"{nm} must be a number or None, got {v!r}")
             if not np.isfinite(v): raise ValueError(f"{nm} must be a finite number or None, got {v}")
             if v < 0: raise ValueError(f"fairness level {nm}={v} is negative: epsilon must be >= 0")
 
@@ -87,6 +115,7 @@ class FairSpec:
     def of(cls, scope: str, eps: float, metric: str = "dp") -> "FairSpec":
         "FedFACT^g / ^l / ^{g&l}: scope 'global' | 'local' | 'both' at level eps."
         if scope not in ("global", "local", "both", "none"): raise ValueError(f"unknown scope {scope!r}")
+        if eps is None and scope != "none": raise ValueError(f"scope {scope!r} needs a fairness level eps, got None")
         return cls(metric, eps if scope in ("global", "both") else None, eps if scope in ("local", "both") else None)
 
 # %% ../../nbs/p12_fedfact/03_bayes.ipynb #5051929b
@@ -153,6 +182,9 @@ class FairProblem:
     def __init__(self, spec: FairSpec,   # metric and fairness levels
                  priors: Priors,         # p_{a,y,k}
                 ):
+        if not isinstance(spec, FairSpec): raise TypeError(f"spec must be a FairSpec, got {type(spec).__name__}")
+        if not isinstance(priors, Priors):
+            raise TypeError(f"priors must be Priors (e.g. priors_from(Q, k, N)), got {type(priors).__name__}")
         self.spec, self.priors = spec, priors
         self.G, self.m, self.N = priors.p_ayk.shape
         self.use_g, self.use_l = spec.xi_g is not None, spec.xi_l is not None
@@ -176,8 +208,17 @@ class FairProblem:
         S = np.einsum("u,uakij->akij", lam, self.Dg) + np.einsum("ku,kuaij->akij", mu, self.Dl)
         return np.eye(self.m)[None, None] - S / self.priors.p_ak[:, :, None, None]
 
+    def _check(self, Q, k) -> tuple[np.ndarray, np.ndarray]:
+        "Q as an array of shape (n, G, m) of this problem and k as clients in [0, N), else a ValueError."
+        Q, k = np.asarray(Q), _codes(k, "k", self.N)
+        if Q.ndim != 3 or len(Q) != len(k) or Q.shape[1:] != (self.G, self.m):
+            raise ValueError(f"Q must have shape (n, G, m) = ({len(k)}, {self.G}, {self.m}) with n = len(k), "
+                             f"got {Q.shape}")
+        return Q, k
+
     def scores(self, Q, k, lam=None, mu=None) -> np.ndarray:
         "v_i = sum_a M(a, k_i)^T Q_i[a]: the score whose argmax is the Bayes-optimal fair decision, shape (n, m)."
+        Q, k = self._check(Q, k)
         M = self.gain_matrices(lam, mu)
         return np.einsum("nai,naij->nj", Q, M[:, k].transpose(1, 0, 2, 3))
 
@@ -187,6 +228,7 @@ class FairProblem:
 
     def linear_maps(self, Q, k) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         "V0 (n, m), Jg (n, U, m), Jl (n, U, m) with v_i = V0_i + lam @ Jg_i + mu_{k_i} @ Jl_i."
+        Q, k = self._check(Q, k)
         w = Q / self.priors.p_ak[:, k].T[:, :, None]                     # Q_i[a, y] / p_{a, k_i}
         Jg = (
             -np.einsum("nay,unayj->nuj", w, self.Dg[:, :, k].transpose(0, 2, 1, 3, 4))
@@ -251,9 +293,11 @@ def fair_lp(prob: FairProblem,   # the fair problem (spec + priors)
             k: np.ndarray,       # (n,) clients
            ) -> LPSolution:
     "Exact Bayes-optimal fair randomised classifier on a sample with known posteriors (HiGHS LP) and its duals."
-    Q, k = np.asarray(Q, dtype=np.float64), np.asarray(k)
+    Q, k = np.asarray(Q, dtype=np.float64), _codes(k, "k", prob.N)
     if Q.ndim != 3 or len(Q) != len(k):
         raise ValueError(f"Q must have shape (n, G, m) with n = len(k) = {len(k)}, got {Q.shape}")
+    Q, k = prob._check(Q, k)
+    _check_joint(Q)
     n, m = len(k), prob.m
     V0, Jg, Jl = prob.linear_maps(Q, k)
     rows, rhs, tags = _constraint_rows(prob, Jg, Jl, k, n)

@@ -46,6 +46,7 @@ class FedDataset:
     q: np.ndarray | None = None  # (n, G, m) exact P(A=a, Y=y | x, K=k), synthetic data only
 
     def __post_init__(self):
+        for nm in ("n_groups", "n_classes", "n_clients"): check_int(getattr(self, nm), nm, 1)
         self.X = np.asarray(self.X, dtype=np.float32)
         for nm in ("a", "y", "k"): setattr(self, nm, int_codes(getattr(self, nm), nm))
         n = len(self.y)
@@ -59,9 +60,11 @@ class FedDataset:
             if n and (v.min() < 0 or v.max() >= hi):
                 raise ValueError(f"{nm} values must lie in [0, {hi}), got [{v.min()}, {v.max()}]")
         if self.q is not None:
+            self.q = np.asarray(self.q)                               # a list too (an array is kept as it is)
             if self.q.shape != (n, self.n_groups, self.n_classes):
                 raise ValueError(f"q has shape {self.q.shape}, expected ({n}, {self.n_groups}, {self.n_classes})")
             if not np.allclose(self.q.sum((1, 2)), 1, atol=1e-6): raise ValueError("q rows must sum to 1 over (a, y)")
+            if not np.isfinite(self.q).all() or (self.q < 0).any(): raise ValueError("q must be finite and >= 0")
 
     def __len__(self): return len(self.y)
 
@@ -140,6 +143,8 @@ def dirichlet_split(a: np.ndarray,               # (n,) sensitive group of every
                                                  # rest by Dirichlet
                    ) -> np.ndarray:
     "Client index of every sample: per-group Dirichlet proportions over clients (FairFed / LoGofair scheme)."
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng must be a numpy Generator (np.random.default_rng(seed)), got {type(rng).__name__}")
     a = int_codes(a, "a")
     if not (np.isfinite(alpha) and alpha > 0): raise ValueError(f"alpha must be > 0 and finite, got {alpha}")
     if n_clients < 1: raise ValueError(f"n_clients must be >= 1, got {n_clients}")
@@ -193,7 +198,12 @@ def hetero_split(a: np.ndarray,                  # (n,) sensitive group
                  min_per_group: int = 20,        # every client must hold this many samples of every group
                 ) -> np.ndarray:
     "Client index of every sample: cells (a, y) allocated with weight gamma_k if y = a (mod G), else 1 - gamma_k."
-    a, y = np.asarray(a), np.asarray(y)
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng must be a numpy Generator (np.random.default_rng(seed)), got {type(rng).__name__}")
+    a, y = int_codes(a, "a"), int_codes(y, "y")                      # like dirichlet_split: 0.5 is no code
+    if len(a) != len(y): raise ValueError(f"a and y must have the same length, got {len(a)} and {len(y)}")
+    if len(a) == 0: raise ValueError("no samples (a and y are empty)")
+    if a.min() < 0 or y.min() < 0: raise ValueError(f"a and y must be codes >= 0, got min {a.min()}, {y.min()}")
     check_int(n_clients, 'n_clients', 1)
     lo, hi = (float(g) for g in gamma_range)
     if not 0 < lo <= hi < 1: raise ValueError(f"gamma_range must satisfy 0 < lo <= hi < 1, got {gamma_range}")
@@ -219,6 +229,8 @@ def stratified_test_mask(k: np.ndarray,           # (n,) client
                         ) -> np.ndarray:
     "Boolean test mask drawn inside every (client, group) cell."
     if not 0 < test_frac < 1: raise ValueError(f"test_frac must be in (0, 1), got {test_frac}")
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng must be a numpy Generator (np.random.default_rng(seed)), got {type(rng).__name__}")
     test = np.zeros(len(k), dtype=bool)
     for cell in np.unique(k * (a.max() + 1) + a):
         idx = rng.permutation(np.nonzero(k * (a.max() + 1) + a == cell)[0])
@@ -268,6 +280,11 @@ def synthetic_federated(n: int = 12000,          # samples over all clients
     "Multi-class federated Gaussian data with exact joint posteriors q(a, y | x, k)."
     from scipy.special import logsumexp
     if d < 2: raise ValueError("d must be >= 2")
+    for nm, v in (("n", n), ("n_clients", n_clients), ("n_groups", n_groups), ("n_classes", n_classes)):
+        check_int(v, nm, 1)
+    if not 0 <= mix_range <= 1: raise ValueError(f"mix_range must be in [0, 1] (a share P(A=0 | K)), got {mix_range}")
+    if mix == "dirichlet" and not (np.isfinite(alpha) and alpha > 0):
+        raise ValueError(f"alpha must be > 0 and finite, got {alpha}")
     if not 0 <= label_skew < 1: raise ValueError(f"label_skew must be in [0, 1), got {label_skew}")
     rng = np.random.default_rng(seed)
     if mix == "linspace":
@@ -318,12 +335,15 @@ def load_federated(name: str,               # "adult" | "compas" | "synthetic"
                    min_policy: str = "redraw",  # Dirichlet split: "redraw" (authors') | "reserve" (always succeeds)
                   ) -> tuple[FedDataset, FedDataset]:
     "Train and test FedDatasets for a named dataset and partition."
+    if n_clients is not None: check_int(n_clients, "n_clients", 1)      # 0 is an error, not the default
     if name in ("adult", "compas"):
         X, a, y, _ = load_tabular(name)
         return federate(
             X, a, y, split, n_clients or PAPER_CLIENTS[name], alpha, seed=seed, name=name, min_policy=min_policy
         )
     if name == "synthetic":
+        check_int(n_synthetic, "n_synthetic", 1)
+        check_int(n_classes, "n_classes", 1)
         nc = n_clients or 4
         ds = synthetic_federated(n=n_synthetic, n_clients=nc, n_classes=n_classes, seed=seed,
                                  mix="linspace" if split == "linspace" else "dirichlet", alpha=alpha)

@@ -8,7 +8,8 @@ import numpy as np
 import pandas as pd
 
 from ..core import progress
-from .bayes import (FairSpec, FairProblem, Priors, priors_from, check_feasible, confusion_tensor)
+from .bayes import (FairSpec, FairProblem, Priors, priors_from, check_feasible, confusion_tensor,
+                                     _check_joint)
 from .data import int_codes
 
 # %% auto #0
@@ -98,6 +99,7 @@ def fedfact_post(Q: np.ndarray,         # (n, G, m) aware posteriors e_{a_i} eta
     if Q.ndim != 3 or len(Q) != len(k): raise ValueError(f"Q must have shape (n, G, m) with n = len(k), got {Q.shape}")
     if len(k) == 0: raise ValueError("no calibration samples (Q and k are empty)")
     if not np.isfinite(Q).all(): raise ValueError("Q contains NaN or inf")
+    _check_joint(Q)                                                       # Q_i >= 0 summing to 1 over (a, y)
     if not (np.isfinite(temperature) and temperature > 0):
         raise ValueError(f"temperature must be > 0, got {temperature}")
     if not (np.isfinite(step_scale) and step_scale > 0): raise ValueError(f"step_scale must be > 0, got {step_scale}")
