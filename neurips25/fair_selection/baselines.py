@@ -108,6 +108,9 @@ def ccdnf_prophet(inst: Instance,           # a batch of R instances
     if not isinstance(sample, Instance):
         raise FairSelectionError(f"sample must be an Instance, got {type(sample).__name__}")
     if sample.M != inst.M: raise FairSelectionError(f"sample has M = {sample.M} classes, the instance M = {inst.M}")
+    if sample.R < 1 or sample.T < 1:                # no arrivals: the frequencies were 0/0 (NaN and a RuntimeWarning)
+        raise FairSelectionError(f"sample must hold at least one run of at least one arrival, got R = {sample.R}, "
+                                 f"T = {sample.T}")
     alpha = float(alpha)
     if not (np.isfinite(alpha) and 0.0 < alpha <= 1.0):
         raise FairSelectionError(f"alpha must be in (0, 1], got {alpha}")

@@ -81,8 +81,17 @@ def evaluate(inst: Instance, fairness, names=ALGORITHMS, opt: np.ndarray | None 
      "capacity.")
     names = (names,) if isinstance(names, str) else tuple(names)
     if not names: raise FairSelectionError("names is empty: no algorithms to evaluate (see ALGORITHMS)")
+    if len(set(names)) < len(names):                # summarise would count each repeated run twice
+        raise FairSelectionError(f"names has duplicates: {sorted({n for n in names if names.count(n) > 1})}")
+    if not isinstance(fairness, (GFQ, PF)):
+        raise FairSelectionError(f"fairness must be GFQ(quotas) or PF(beta), got {fairness!r}")
     rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
-    opt = offline_optimum(inst, fairness, integral=opt_integral) if opt is None else np.asarray(opt, dtype=float)
+    if opt is not None:                             # a given OPT_fair: one finite value per run (no broadcast, no NaN)
+        opt = np.asarray(opt, dtype=float)
+        if opt.shape != (inst.R,) or not np.isfinite(opt).all():
+            raise FairSelectionError(f"opt must be one finite OPT_fair per run, shape ({inst.R},), got shape "
+                                     f"{opt.shape}" + ("" if opt.shape != (inst.R,) else " with NaN or infinity"))
+    opt = offline_optimum(inst, fairness, integral=opt_integral) if opt is None else opt
     tg = fairness.targets(inst)
     R = inst.R
     cache = {}
@@ -104,6 +113,8 @@ def evaluate(inst: Instance, fairness, names=ALGORITHMS, opt: np.ndarray | None 
 def mean_se(x) -> tuple[float, float]:
     "Mean and standard error of a sample (SE 0 for one value)."
     x = np.asarray(x, dtype=float)
+    if x.ndim != 1 or x.size == 0:                  # a 2-D sample divided its SE by sqrt(rows), not sqrt(size)
+        raise FairSelectionError(f"x must be a non-empty 1-D sample, got shape {x.shape}")
     return float(x.mean()), float(x.std(ddof=1) / np.sqrt(len(x))) if len(x) > 1 else 0.0
 
 def summarise(df: pd.DataFrame, by=("algorithm",)) -> pd.DataFrame:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import warnings
 import numpy as np
 
-from .instances import Instance, FairSelectionError
+from .instances import Instance, FairSelectionError, check_int
 from .thresholds import OneWayTradingThreshold, GreedyThreshold
 
 try:
@@ -173,8 +173,21 @@ def set_aside_compiled(inst: Instance,    # a batch of R instances
     "The compiled set-aside loop: x, x_reserve (R, T), credits (R, M), reserve used (R,), as set_aside's numpy loop."
     if not supported(phi):
         raise FairSelectionError(f"engine='compiled' covers OneWayTradingThreshold and GreedyThreshold, got {phi!r}")
-    f = compiled_kernel()
+    if not isinstance(inst, Instance): raise FairSelectionError(f"inst must be an Instance, got {type(inst).__name__}")
     R, T, M = inst.R, inst.T, inst.M
+    # set_aside checks its arguments before calling this; called directly, the scalars must describe the same problem
+    # (the kernel reads q[:M], int(k) and the floats as given: a short q was a numba error, k = 6.7 was truncated)
+    if check_int(k, "k", lo=1) != inst.k: raise FairSelectionError(f"k = {k} differs from the instance's k = {inst.k}")
+    if q is None:
+        if not (0 < float(beta) <= 1): raise FairSelectionError(f"beta must be in (0, 1] for PF, got {beta}")
+        if not float(Th) >= T: raise FairSelectionError(f"horizon Th = {Th} is shorter than the instance (T = {T})")
+    else:
+        qa = np.asarray(q, dtype=float)
+        if qa.size != M or not np.isfinite(qa).all() or (qa < 0).any():
+            raise FairSelectionError(f"q must be {M} finite non-negative quotas, got {np.ravel(qa).tolist()}")
+    if not (0 <= float(Rsv) <= k and float(Ks) == k - float(Rsv)):
+        raise FairSelectionError(f"need 0 <= Rsv <= k and Ks = k - Rsv, got Rsv={Rsv}, Ks={Ks}, k={k}")
+    f = compiled_kernel()
     V = np.ascontiguousarray(inst.values, dtype=float)
     C = np.ascontiguousarray(inst.classes, dtype=np.bool_)
     W = V if integral else np.ascontiguousarray(phi.inv(V), dtype=float)       # phi^{-1}(v_t), as the numpy engine

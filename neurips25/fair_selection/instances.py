@@ -40,6 +40,8 @@ class Instance:
     U: float             # upper bound on values (theta = U / L)
     name: str = ""       # label of the generator
     def __post_init__(self):
+        if np.iscomplexobj(self.values):          # float() would drop the imaginary part with a ComplexWarning
+            raise FairSelectionError("values must be real numbers, got complex values")
         v = np.asarray(self.values, dtype=float)
         c = np.asarray(self.classes)
         if v.ndim == 1: v = v[None]
@@ -80,7 +82,9 @@ class Instance:
         "n_c: class arrivals per run, shape (R, M) (a multi-class agent counts for each of its classes)."
         return self.classes.sum(1)
     def run(self, r: int) -> "Instance":
-        "The r-th instance of the batch as a batch of one."
+        "The r-th instance of the batch as a batch of one (0 <= r < R)."
+        r = check_int(r, "r (the run index)", lo=0)
+        if r >= self.R: raise FairSelectionError(f"run index r = {r} out of range for a batch of R = {self.R} runs")
         return Instance(self.values[r:r + 1], self.classes[r:r + 1], self.k, self.L, self.U, self.name)
     def __repr__(self):
         return (
@@ -106,6 +110,7 @@ def class_counts(inst: Instance, x: np.ndarray) -> np.ndarray:
     if x.ndim == 1: x = x[None]
     if x.shape != inst.values.shape:
         raise FairSelectionError(f"decisions must have shape {inst.values.shape}, got {x.shape}")
+    if not np.isfinite(x).all(): raise FairSelectionError("decisions contain NaN or infinity")   # was NaN counts
     return np.einsum("rt,rtm->rm", x, inst.classes.astype(float))
 
 def welfare(inst: Instance, x: np.ndarray) -> np.ndarray:
@@ -114,6 +119,7 @@ def welfare(inst: Instance, x: np.ndarray) -> np.ndarray:
     if x.ndim == 1: x = x[None]
     if x.shape != inst.values.shape:
         raise FairSelectionError(f"decisions must have shape {inst.values.shape}, got {x.shape}")
+    if not np.isfinite(x).all(): raise FairSelectionError("decisions contain NaN or infinity")   # was NaN welfare
     return (inst.values * x).sum(1)
 
 @dataclass(frozen=True)
@@ -148,6 +154,8 @@ class PF:
     "beta-proportional fairness (reconstruction): class c gets >= min(n_c, beta k n_c / sum_c' n_c')."
     beta: float  # share of the capacity guaranteed proportionally, in (0, 1]
     def __post_init__(self):
+        if isinstance(self.beta, (bool, np.bool_, str, bytes)):
+            raise FairSelectionError(f"beta must be a number in (0, 1], got {self.beta!r}")
         b = float(self.beta)
         if not (0 < b <= 1): raise FairSelectionError(f"beta must be in (0, 1], got {self.beta}")
         object.__setattr__(self, "beta", b)
@@ -187,6 +195,9 @@ def _check_sizes(R, T, k, M, theta, L):
 def sample_values(shape, L: float, U: float, rng, dist: str = "lognormal", sigma: float = 1.0,
                   mu: np.ndarray | float = 0.0, a: float = 1.5) -> np.ndarray:
     "Values on [L, U] by inverse CDF of a truncated distribution; mu: log-shift over L (broadcast to shape)."
+    L, U = float(L), float(U)
+    if not (np.isfinite(L) and np.isfinite(U) and 0 < L <= U):
+        raise FairSelectionError(f"need 0 < L <= U (finite), got L={L}, U={U}")
     rng = _rng(rng)
     u = rng.random(shape)
     if dist == "lognormal":
@@ -194,11 +205,15 @@ def sample_values(shape, L: float, U: float, rng, dist: str = "lognormal", sigma
         if not (np.isfinite(sigma) and sigma > 0):
             raise FairSelectionError(f"sigma (the log-sd of lognormal values) must be finite and > 0, got {sigma}")
         mu = np.broadcast_to(np.asarray(mu, dtype=float), shape)
+        if not np.isfinite(mu).all(): raise FairSelectionError("mu (the log-shift of lognormal values) must be finite")
         z_lo, z_hi = (0.0 - mu) / sigma, (np.log(U / L) - mu) / sigma        # ln(v/L) ~ N(mu, sigma) on [0, ln theta]
         F_lo, F_hi = stats.norm.cdf(z_lo), stats.norm.cdf(z_hi)
         z = stats.norm.ppf(np.clip(F_lo + u * (F_hi - F_lo), 1e-300, 1 - 1e-16))
         v = L * np.exp(mu + sigma * z)
     elif dist == "powerlaw":                                                  # Pareto(a) truncated to [L, U]
+        a = float(a)
+        if not (np.isfinite(a) and a > 0):
+            raise FairSelectionError(f"a (the Pareto tail index of powerlaw values) must be finite and > 0, got {a}")
         v = L * (1 - u * (1 - (L / U) ** a)) ** (-1 / a)
     elif dist == "loguniform":
         v = L * (U / L) ** u
@@ -209,8 +224,8 @@ def sample_classes(R: int, T: int, M: int, rng, shares=None, p_multi: float = 0.
     "Primary class from `shares` plus each other class w.p. p_multi; returns (classes (R,T,M) bool, primary (R,T))."
     rng = _rng(rng)
     shares = np.array([2.0 ** -c for c in range(M)]) if shares is None else np.asarray(shares, dtype=float)
-    if shares.shape != (M,) or (shares < 0).any() or shares.sum() <= 0:
-        raise FairSelectionError(f"shares must be {M} non-negative numbers with a positive sum")
+    if shares.shape != (M,) or not np.isfinite(shares).all() or (shares < 0).any() or shares.sum() <= 0:
+        raise FairSelectionError(f"shares must be {M} finite non-negative numbers with a positive sum")
     p_multi = check_unit_interval(p_multi, "p_multi")
     primary = rng.choice(M, size=(R, T), p=shares / shares.sum())
     C = rng.random((R, T, M)) < p_multi
@@ -237,7 +252,8 @@ def iid_instances(
     rng = _rng(rng)
     C, primary = sample_classes(R, T, M, rng, shares, p_multi)
     shift = np.zeros(M) if class_shift is None else np.asarray(class_shift, dtype=float)
-    if shift.shape != (M,): raise FairSelectionError(f"class_shift must have {M} entries")
+    if shift.shape != (M,) or not np.isfinite(shift).all():
+        raise FairSelectionError(f"class_shift must have {M} finite entries")
     mu = 0.25 * np.log(theta) + shift[primary]                             # log-mean a quarter of the way up
     v = sample_values((R, T), L, theta * L, rng, dist, sigma, mu)
     return Instance(v, C, k, L, theta * L, f"iid(p_m={p_multi:g})")
@@ -300,8 +316,12 @@ def cluster_trace_instances(R: int, T: int, k: int, *, theta: float = 100.0, L: 
     stickiness = check_unit_interval(stickiness, "stickiness")
     large_quantile = check_unit_interval(large_quantile, "large_quantile")
     p = np.asarray(tier_shares, dtype=float)
-    if p.shape != (3,) or (p < 0).any() or p.sum() <= 0:
-        raise FairSelectionError("tier_shares must be 3 non-negative numbers")
+    if p.shape != (3,) or not np.isfinite(p).all() or (p < 0).any() or p.sum() <= 0:
+        raise FairSelectionError("tier_shares must be 3 finite non-negative numbers with a positive sum")
+    pareto_a = float(pareto_a)
+    if not (np.isfinite(pareto_a) and pareto_a > 0):
+        raise FairSelectionError(f"pareto_a (the tail index of the CPU requests) must be finite and > 0, "
+                                 f"got {pareto_a}")
     p = p / p.sum()
     fresh = rng.choice(3, size=(R, T), p=p)
     stay = rng.random((R, T)) < stickiness

@@ -42,6 +42,8 @@ def advice_from_optimum(inst: Instance, quotas, integral: bool = True) -> Advice
 def noisy_advice(advice: Advice, error: float, rng=0) -> Advice:
     ("Multiplicative errors: tau_c (1 + e_c), n_hat_c (1 + e'_c), e, e' ~ Uniform[-error, error] i.i.d. per run and "
      "class.")
+    if not isinstance(advice, Advice):
+        raise FairSelectionError(f"advice must be an Advice, got {type(advice).__name__}")
     error = float(error)
     if not (np.isfinite(error) and error >= 0): raise FairSelectionError(f"error must be >= 0, got {error}")
     rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
@@ -60,6 +62,8 @@ def follow_advice(inst: Instance, quotas, advice: Advice,
     if quotas_mode not in QUOTA_MODES:
         raise FairSelectionError(f"quotas_mode must be one of {QUOTA_MODES}, got {quotas_mode!r}")
     g = _as_gfq(quotas, inst)
+    if not isinstance(advice, Advice):
+        raise FairSelectionError(f"advice must be an Advice, got {type(advice).__name__}")
     advice.check(inst)
     R, T, M, k = inst.R, inst.T, inst.M, inst.k
     hard = quotas_mode == "hard"
@@ -99,6 +103,15 @@ def la_setaside(inst: Instance, quotas, advice: Advice, lam: float, robust: Allo
     lam = check_unit_interval(lam, "trust lambda")
     rob = frac_gfq(inst, quotas) if robust is None else robust
     prd = follow_advice(inst, quotas, advice, quotas_mode) if pred is None else pred
+    for nm, given in (("robust", robust), ("pred", pred)):       # precomputed parts must be on this very instance
+        if given is None: continue
+        if not isinstance(given, Allocation):
+            raise FairSelectionError(f"{nm} must be an Allocation, got {type(given).__name__}")
+        same = given.inst is inst or (given.inst.k == inst.k and np.array_equal(given.inst.values, inst.values)
+                                      and np.array_equal(given.inst.classes, inst.classes))
+        if given.x.shape != inst.values.shape or not same:
+            raise FairSelectionError(f"{nm} was computed on other instances ({given.inst!r}), not on {inst!r}: "
+                                     "its decisions would be mixed (or broadcast) into the wrong runs")
     if pred is not None and pred.extra.get("quotas_mode", "mix") != quotas_mode:
         raise FairSelectionError(
             f"pred was built with quotas_mode={pred.extra.get('quotas_mode')!r}, not {quotas_mode!r}"

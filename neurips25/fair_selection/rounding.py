@@ -95,6 +95,8 @@ def round_allocation(
 ) -> Allocation:
     ("Round a fractional Allocation online; the result holds n_draws draws per instance (draw-major: run r of draw d "
      "at d*R + r).")
+    if not isinstance(frac, Allocation):
+        raise FairSelectionError(f"frac must be a fractional Allocation (e.g. frac_gfq), got {type(frac).__name__}")
     if frac.integral: raise FairSelectionError("round_allocation needs a fractional allocation")
     if rounding not in ROUNDINGS: raise FairSelectionError(f"rounding must be one of {ROUNDINGS}, got {rounding!r}")
     check_int(n_draws, 'n_draws', 1)
@@ -109,6 +111,8 @@ def round_allocation(
 def rounded_stats(frac: Allocation, rng=None, n_draws: int = 1, rounding: str = "lossless",
                   max_elems: int = 20_000_000) -> dict:
     "Value (D, R), class counts (D, R, M) and units used (D, R) over n_draws roundings, in memory-bounded chunks."
+    if not isinstance(frac, Allocation):
+        raise FairSelectionError(f"frac must be a fractional Allocation (e.g. frac_gfq), got {type(frac).__name__}")
     if frac.integral: raise FairSelectionError("rounded_stats needs a fractional allocation")
     if rounding not in ROUNDINGS: raise FairSelectionError(f"rounding must be one of {ROUNDINGS}, got {rounding!r}")
     check_int(n_draws, 'n_draws', 1)
@@ -116,7 +120,7 @@ def rounded_stats(frac: Allocation, rng=None, n_draws: int = 1, rounding: str = 
     I = frac.inst
     R, T = I.values.shape
     Cf = I.classes.astype(float)
-    per = max(1, int(max_elems) // (R * T))
+    per = max(1, check_int(max_elems, "max_elems", 1) // (R * T))   # NaN was a bare 'cannot convert' error
     out = dict(value=[], counts=[], used=[])
     for start in range(0, n_draws, per):
         d = min(per, n_draws - start)

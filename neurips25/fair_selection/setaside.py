@@ -33,7 +33,11 @@ def set_aside(inst: Instance,          # a batch of R instances
              ) -> Allocation:
     "The set-aside engine (reconstruction of FRAC-GFQ / D-SETASIDE-GFQ / R-SETASIDE-PF's fractional part)."
     if charging not in CHARGING: raise FairSelectionError(f"charging must be one of {CHARGING}, got {charging!r}")
+    if not isinstance(integral, (bool, np.bool_)):
+        raise FairSelectionError(f"integral must be True or False, got {integral!r}")
     phi = OneWayTradingThreshold(inst.L, inst.U) if phi is None else phi
+    # one threshold per class of the instance, checked for both versions (the integral one broadcast 1 class to M)
+    if getattr(phi, "per_class", False): phi.check(inst)
     R, T, M, k = inst.R, inst.T, inst.M, inst.k
     pf = isinstance(fairness, PF)
     if pf:
@@ -46,6 +50,9 @@ def set_aside(inst: Instance,          # a batch of R instances
         if Rsv > k: raise FairSelectionError(f"reserve {Rsv:g} exceeds capacity k = {k}")
         q = None
     else:
+        if reserve is not None or horizon is not None:          # GFQ's reserve is sum q_c; it has no horizon
+            raise FairSelectionError("reserve and horizon are PF-only arguments; GFQ reserves sum(quotas) units "
+                                     f"(got reserve={reserve!r}, horizon={horizon!r})")
         g = _as_gfq(fairness, inst)
         q = g.q[None]
         Rsv = g.reserve
@@ -155,6 +162,22 @@ def random_selection(inst: Instance, rng=0) -> Allocation:
 def frac_gfq_loop(values, class_sets, k: int, quotas, L: float, U: float, release: bool = True) -> list[float]:
     "FRAC-GFQ for one instance, agent by agent in plain Python (reference / naive baseline)."
     phi = OneWayTradingThreshold(L, U)
+    k = check_int(k, "k", lo=1)
+    g = GFQ(tuple(np.atleast_1d(quotas).tolist()))
+    if g.reserve > k: raise FairSelectionError(f"quotas exceed capacity: sum of quotas {g.reserve:g} > k = {k}")
+    if len(values) != len(class_sets):
+        raise FairSelectionError(f"values and class_sets must have the same length, got {len(values)} and "
+                                 f"{len(class_sets)}")
+    vals = np.asarray(values, dtype=float)
+    if vals.ndim != 1 or not np.isfinite(vals).all(): raise FairSelectionError("values must be 1-D and finite")
+    tol = 1e-12 * phi.U
+    if vals.size and (vals.min() < phi.L - tol or vals.max() > phi.U + tol):
+        raise FairSelectionError(f"values outside [L, U] = [{phi.L}, {phi.U}]")
+    if not all(len(cs) for cs in class_sets):
+        raise FairSelectionError("every agent needs >= 1 class (an empty class set)")
+    for c in set().union(*map(set, class_sets)):               # distinct class indices: 0 <= c < M, no wrap-around
+        if isinstance(c, (bool, np.bool_)) or not isinstance(c, (int, np.integer)) or not 0 <= c < len(g.quotas):
+            raise FairSelectionError(f"class index {c!r} out of range for M = {len(g.quotas)} quotas")
     q = [float(x) for x in quotas]
     Rsv = sum(q)
     Ks = k - Rsv
