@@ -28,6 +28,13 @@ PAINT_ORDER = (tuple(l for l in LABELS if not any(l in g for g in GROUPS.values(
 HU_RANGE = (-1024.0, 3071.0)
 
 
+def _check_window(w, name: str):
+    "(low, high) finite HU with low < high: np.clip with low > high would silently return `high` everywhere."
+    a = np.asarray(w, float) if np.ndim(w) == 1 else np.zeros(0)
+    if a.shape != (2,) or not (np.isfinite(a).all() and a[0] < a[1]):
+        raise ValueError(f"{name} must be (low, high) finite HU with low < high, got {w!r}")
+
+
 def groups_present(present,             # CARE labels with a mask in the copy
                    groups: dict = GROUPS) -> dict:
     "The paper's groups restricted to the structures a copy has masks for (an empty tuple: the group is NaN)."
@@ -91,6 +98,7 @@ def atlas_volume(case,                      # a CTCase from load_ct_case(s)
     "A BDMAP case as (z, y, x) HU and CARE label volumes on an n × n in-plane grid, with its spacing in mm."
     check_int(n, 'n', 16)
     check_int(n_slices, 'n_slices', 0, req='an integer >= 0 (0: every slice)')
+    _check_window(hu_range, "hu_range")
     zyx, sp = _to_zyx(case)
     hu = np.clip(zyx(np.asarray(case.array(), np.float32)), *hu_range)
     labels = np.zeros(hu.shape, np.uint8)
@@ -124,6 +132,8 @@ def load_atlas(count: int,                  # cases to read
     "AtlasVolumes of cases first..first+count-1 of the `abdomenatlas` source (a clear error when the copy has fewer)."
     from neurips25.sources.loaders import load_ct_cases
     from neurips25.sources.registry import SourceError
+    check_int(count, 'count', 0)
+    check_int(first, 'first', 0)
     if count < 1: return []
     out, seen = [], 0
     it = load_ct_cases(root=root)
@@ -141,6 +151,7 @@ WINDOW = (-1000.0, 1000.0)
 
 def pixel_scores(x_hu: np.ndarray, ref_hu: np.ndarray, window: tuple = WINDOW) -> dict:
     "3-D PSNR and SSIM in the HU window (the paper: HU/2000 + 1/2 clipped to [0, 1]); per-slice SSIM below 7 slices."
+    _check_window(window, "window")
     x, r = np.clip(x_hu, *window), np.clip(ref_hu, *window)
     R = window[1] - window[0]
     s = ssim(x, r, R) if min(x.shape) >= 7 else float(np.mean([ssim(a, b, R) for a, b in zip(x, r)]))

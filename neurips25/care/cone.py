@@ -7,7 +7,7 @@ import numpy as np
 from ..core import check_int
 import torch
 import torch.nn.functional as F
-from .ct import _as_theta
+from .ct import _as_theta, _is_real
 from .operators import _filter_padded
 
 # %% auto #0
@@ -254,6 +254,11 @@ def tv_gradient_3d(x: torch.Tensor,    # (..., Z, Y, X) volumes
                    eps: float = 1e-8,  # smoothing of |∇x| at 0
                   ) -> torch.Tensor:
     "Gradient of the isotropic 3-D total variation Σ √(Δ_z² + Δ_y² + Δ_x² + ε) (forward differences, replicate edge)."
+    if not (torch.is_tensor(x) and torch.is_floating_point(x)):
+        raise TypeError(f"x must be a floating-point torch tensor (..., Z, Y, X), got {getattr(x, 'dtype', type(x))}")
+    if x.ndim < 3: raise ValueError(f"x must be volumes (..., Z, Y, X), got shape {tuple(x.shape)}")
+    if not (_is_real(eps) and math.isfinite(eps) and eps > 0):       # ε = 0 gives 0/0 = NaN wherever ∇x = 0
+        raise ValueError(f"eps must be a finite number > 0, got {eps!r}")
     with torch.enable_grad():
         z = x.detach().clone().requires_grad_(True)
         d = [torch.diff(z, dim=k, append=z.narrow(k, z.shape[k] - 1, 1)) for k in (-3, -2, -1)]
@@ -273,8 +278,10 @@ def cone_asd_pocs(op: ConeBeam, proj: torch.Tensor,
                   eps: float = 0.0,        # ε: data tolerance
                  ) -> torch.Tensor:
     "ASD-POCS (Sidky & Pan 2008) on the cone-beam geometry with a 3-D TV: (..., A, rows, cols) → (..., Z, Y, X)."
-    for k, v in dict(alpha=alpha, alpha_red=alpha_red, r_max=r_max, beta=beta, beta_red=beta_red).items():
-        if not v > 0: raise ValueError(f"{k} must be > 0, got {v}")
+    for k, v in dict(alpha=alpha, alpha_red=alpha_red, r_max=r_max, beta=beta, beta_red=beta_red, eps=eps).items():
+        if not (_is_real(v) and math.isfinite(v)): raise ValueError(f"{k} must be a finite number, got {v!r}")
+        if k != "eps" and not v > 0: raise ValueError(f"{k} must be > 0, got {v}")
+    if eps < 0: raise ValueError(f"eps must be >= 0 (a tolerance on ‖Ax − y‖), got {eps}")
     if not (alpha_red <= 1 and beta_red <= 1 and beta < 2):
         raise ValueError("need 0 < alpha_red, beta_red <= 1 and beta < 2")
     check_int(tv_iter, 'tv_iter', 0)

@@ -125,6 +125,7 @@ def fbp_t(sino: torch.Tensor,         # (..., A, N) sinogram
     th = _as_theta(theta)
     A, n = sino.shape[-2:]
     if A != th.numel(): raise ValueError(f"sinogram has {A} views but theta has {th.numel()} angles")
+    if n < 2: raise ValueError(f"sinogram must have >= 2 detector bins (as radon_t's images), got {n}")
     diag = int(math.ceil(math.sqrt(2) * n))
     size = max(64, int(2 ** math.ceil(math.log2(2 * diag))))            # pad as scikit-image (circle → square → 2^k)
     pb = diag // 2 - n // 2
@@ -220,9 +221,15 @@ def add_noise(sino: torch.Tensor,     # clean line integrals (..., A, N)
               generator: torch.Generator | None = None,
              ) -> torch.Tensor:
     "Noisy line integrals: Poisson counts (−log(max(I,1)/I0)/mu_scale) or additive Gaussian."
+    if not torch.is_tensor(sino) or sino.is_complex():
+        raise TypeError(f"sino must be a real torch tensor of line integrals, got {type(sino).__name__}")
+    if not torch.isfinite(sino).all(): raise ValueError("sinogram contains NaN or inf")
     if kind == "none": return sino.clone()
-    if not level > 0: raise ValueError(f"noise level must be > 0, got {level}")
+    if not (_is_real(level) and math.isfinite(level) and level > 0):
+        raise ValueError(f"noise level must be > 0, got {level!r} (a finite number: I0 or σ)")
     if kind == "poisson":
+        if not (_is_real(mu_scale) and math.isfinite(mu_scale) and mu_scale > 0):
+            raise ValueError(f"mu_scale must be a finite number > 0, got {mu_scale!r}")
         lam = level * torch.exp(-sino * mu_scale)
         counts = torch.poisson(lam, generator=generator)
         return -torch.log(counts.clamp_min(1) / level) / mu_scale

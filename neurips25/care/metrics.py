@@ -146,6 +146,9 @@ def structure_scores(pred_labels: np.ndarray,   # predicted label map (CARE indi
         raise ValueError(f"label maps differ in shape: {pred_labels.shape} vs {gt_labels.shape}")
     if not np.issubdtype(gt_labels.dtype, np.integer) or not np.issubdtype(pred_labels.dtype, np.integer):
         raise ValueError("label maps must be integer arrays")
+    if gt_labels.size == 0: raise ValueError(f"the label maps are empty (no voxels), shape {gt_labels.shape}")
+    unknown = [g for g in groups if g not in GROUP_METRIC]                  # was a bare KeyError
+    if unknown: raise ValueError(f"unknown group(s) {unknown}: groups must be among {list(GROUP_METRIC)}")
     for m in (pred_labels, gt_labels):
         if m.min() < 0 or m.max() > max(LABELS): raise ValueError(f"labels out of range 0..{max(LABELS)}")
     if not gt_labels.any(): raise ValueError("the ground-truth label map is empty")
@@ -172,6 +175,8 @@ def aggregate(per_case: pd.DataFrame | list,   # rows = cases, columns = groups 
               scale: float = 100.0,           # report ×100 as the paper
              ) -> pd.DataFrame:
     "Median, 25th and 75th percentile (and mean, std, n) across cases of each column, NaNs excluded."
+    if not (_is_real(scale) and np.isfinite(scale) and scale > 0):    # NaN used to drop every case (n = 0)
+        raise ValueError(f"scale must be a finite number > 0, got {scale!r}")
     df = pd.DataFrame(per_case)
     if len(df) == 0: raise ValueError("no cases to aggregate")
     rows = {}
@@ -198,6 +203,8 @@ def format_median_iqr(agg: pd.DataFrame, digits: int = 1) -> pd.Series:
 
 # %% ../../nbs/p06_care/02_metrics.ipynb #d2d611aa
 def _check_pair(x, y, data_range):
+    if np.asarray(x).dtype.kind == "c" or np.asarray(y).dtype.kind == "c":   # float() would drop the imaginary part
+        raise TypeError("images must be real, got complex values")
     x, y = np.asarray(x, float), np.asarray(y, float)
     if x.shape != y.shape: raise ValueError(f"images differ in shape: {x.shape} vs {y.shape}")
     if x.size == 0: raise ValueError(f"images are empty, shape {x.shape}")
@@ -218,6 +225,9 @@ def ssim(
     "Mean SSIM with a uniform window (scikit-image's default convention), 2-D or 3-D."
     x, ref = _check_pair(x, ref, data_range)
     check_int(win_size, "win_size", req="an odd integer >= 3")
+    for k, v in dict(K1=K1, K2=K2).items():                                # NaN used to give SSIM = NaN
+        if not (_is_real(v) and np.isfinite(v) and v >= 0):
+            raise ValueError(f"{k} must be a finite number >= 0, got {v!r}")
     if win_size % 2 == 0 or win_size < 3 or min(x.shape) < win_size:
         raise ValueError(f"win_size must be odd, >= 3 and <= every image side, got {win_size}")
     f = lambda a: ndi.uniform_filter(a, size=win_size)

@@ -6,7 +6,8 @@ import math
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from .ct import radon_t, _as_theta
+from .ct import radon_t, _as_theta, _is_real
+from ..core import check_int
 
 # %% auto #0
 __all__ = ['UNet', 'freeze', 'care_loss', 'CoordMLP', 'fit_inr', 'BatchedCoordMLP', 'fit_inr_batch']
@@ -21,6 +22,7 @@ class UNet(nn.Module):
     def __init__(self, cin: int = 1, cout: int = 1, width: int = 16, depth: int = 2, residual: bool = False):
         super().__init__()
         if depth < 1 or width < 1: raise ValueError("depth and width must be >= 1")
+        for k, v in dict(cin=cin, cout=cout, width=width, depth=depth).items(): check_int(v, k, 1)
         if residual and cin != cout: raise ValueError("a residual U-Net needs cin == cout")
         self.depth, self.residual = depth, residual
         ch = [width * 2 ** i for i in range(depth + 1)]
@@ -60,11 +62,14 @@ def care_loss(enhanced: torch.Tensor,   # Î, (B, 1, H, W)
     "CARE objective without the diffusion term: λ_p·L1(Î, I_gt) + λ_s·CE(Seg(Î), y)."
     if enhanced.shape != target.shape:
         raise ValueError(f"enhanced and target shapes differ: {tuple(enhanced.shape)} vs {tuple(target.shape)}")
-    if lambda_p < 0 or lambda_s < 0: raise ValueError("loss weights must be >= 0")
+    if not all(_is_real(v) and math.isfinite(v) and v >= 0 for v in (lambda_p, lambda_s)):   # NaN: a NaN loss
+        raise ValueError(f"loss weights must be >= 0 (finite numbers), got lambda_p={lambda_p!r}, "
+                         f"lambda_s={lambda_s!r}")
     l_p = (enhanced - target).abs().mean()
     l_s = enhanced.new_zeros(())
     if lambda_s > 0:
         if seg_model is None or labels is None: raise ValueError("lambda_s > 0 needs a segmenter and labels")
+        if not torch.is_tensor(labels): raise TypeError(f"labels must be a torch tensor, got {type(labels).__name__}")
         if any(p.requires_grad for p in seg_model.parameters()):
             raise ValueError("the segmenter must be frozen (call freeze)")
         logits = seg_model(enhanced)
@@ -72,6 +77,8 @@ def care_loss(enhanced: torch.Tensor,   # Î, (B, 1, H, W)
             raise ValueError("labels must be (B, H, W) matching the segmenter output")
         if labels.min() < 0 or labels.max() >= logits.shape[1]:
             raise ValueError(f"labels out of range 0..{logits.shape[1] - 1}")
+        if labels.is_floating_point() and not torch.equal(labels, labels.round()):   # .long() would truncate 1.5 to 1
+            raise ValueError("labels must be integer class indices, got non-integer values")
         l_s = F.cross_entropy(logits, labels.long())
     return lambda_p * l_p + lambda_s * l_s, dict(pixel=float(l_p.detach()), structural=float(l_s.detach()))
 
@@ -81,6 +88,7 @@ class CoordMLP(nn.Module):
     def __init__(self, n_freq: int = 6, width: int = 64, depth: int = 3):
         super().__init__()
         if n_freq < 0 or width < 1 or depth < 1: raise ValueError("n_freq >= 0, width >= 1, depth >= 1")
+        for k, v in dict(n_freq=n_freq, width=width, depth=depth).items(): check_int(v, k)   # 2.5: a shape mismatch
         self.register_buffer("freq", (2.0 ** torch.arange(n_freq)) * math.pi)
         d = 2 + 4 * n_freq
         layers = []
@@ -94,9 +102,17 @@ class CoordMLP(nn.Module):
     def forward(self, xy): return F.softplus(self.net(self.encode(xy)))[..., 0]
     def image(self, n: int):
         "Render on the n×n pixel centres of [-1, 1]²."
+        check_int(n, 'n', 1)                                              # 2.5 used to render a 3 × 3 image
         t = (torch.arange(n, dtype=self.freq.dtype, device=self.freq.device) - (n - 1) / 2) / (n / 2)
         v, u = torch.meshgrid(t, t, indexing="ij")
         return self(torch.stack([u, v], -1))
+
+def _check_sinograms(sino):
+    "A real floating-point tensor of finite values (a NaN one used to fail later as 'images contain NaN')."
+    if not (torch.is_tensor(sino) and sino.is_floating_point()):
+        got = getattr(sino, "dtype", type(sino).__name__)
+        raise TypeError(f"sino must be a floating-point torch tensor, got {got}")
+    if not torch.isfinite(sino).all(): raise ValueError("sinogram contains NaN or inf")
 
 def fit_inr(sino: torch.Tensor,         # (A, N) measured sinogram
             theta,                      # (A,) angles in degrees
@@ -107,10 +123,12 @@ def fit_inr(sino: torch.Tensor,         # (A, N) measured sinogram
             extra_loss=None,            # optional callable(image (N, N)) -> scalar, e.g. a CARE penalty
            ) -> tuple[CoordMLP, list]:
     "Fit a coordinate MLP to a sinogram through the differentiable projector; returns (model, loss history)."
+    _check_sinograms(sino)
     th = _as_theta(theta)
     if sino.ndim != 2 or sino.shape[0] != th.numel():
         raise ValueError(f"sinogram must be (A, N) with A = {th.numel()} views, got {tuple(sino.shape)}")
     if steps < 1: raise ValueError("steps must be >= 1")
+    check_int(steps, 'steps', 1)
     torch.manual_seed(seed)
     model = model or CoordMLP()
     model = model.to(device=sino.device, dtype=sino.dtype)
@@ -134,6 +152,7 @@ class BatchedCoordMLP(nn.Module):
         super().__init__()
         if batch < 1 or n_freq < 0 or width < 1 or depth < 1:
             raise ValueError("batch >= 1, n_freq >= 0, width >= 1, depth >= 1")
+        for k, v in dict(batch=batch, n_freq=n_freq, width=width, depth=depth, seed=seed).items(): check_int(v, k)
         self.register_buffer("freq", (2.0 ** torch.arange(n_freq)) * math.pi)
         dims = [2 + 4 * n_freq] + [width] * depth + [1]
         gens = [torch.Generator().manual_seed(1_000_003 * seed + m) for m in range(batch)]  # member m's init ignores
@@ -152,6 +171,7 @@ class BatchedCoordMLP(nn.Module):
         return F.softplus(h)[..., 0]
     def image(self, n: int):
         "Render every member on the n×n pixel centres of [-1, 1]²: (B, n, n)."
+        check_int(n, 'n', 1)
         t = (torch.arange(n, dtype=self.freq.dtype, device=self.freq.device) - (n - 1) / 2) / (n / 2)
         v, u = torch.meshgrid(t, t, indexing="ij")
         return self(torch.stack([u, v], -1).reshape(-1, 2)).reshape(-1, n, n)
@@ -165,13 +185,17 @@ def fit_inr_batch(sino: torch.Tensor,   # (B, A, N) measured sinograms
                                         # 2
                  ) -> tuple[torch.Tensor, list]:
     "Fit one coordinate MLP per slice to its sinogram; returns the rendered images (B, N, N) and the loss history."
+    _check_sinograms(sino)
     if sino.ndim != 3: raise ValueError(f"sinograms must be (B, A, N), got {tuple(sino.shape)}")
     if steps < 1: raise ValueError("steps must be >= 1")
+    check_int(steps, 'steps', 1)
     B, A, n = sino.shape
     model = BatchedCoordMLP(B, n_freq, width, depth, seed).to(device=sino.device, dtype=sino.dtype)
     if out_scale is None:                                                                          # start at the mean μ
         out_scale = (sino.sum(-1).mean(-1) / n ** 2).clamp_min(1e-12) / math.log(2)
     k = torch.as_tensor(out_scale, dtype=sino.dtype, device=sino.device).reshape(-1, 1, 1)
+    if k.shape[0] not in (1, B) or not (torch.isfinite(k).all() and (k > 0).all()):   # < 0: negative images
+        raise ValueError(f"out_scale must be finite and > 0, a scalar or one per slice ({B}), got {out_scale!r}")
     render = lambda: k * model.image(n)
     with torch.no_grad():
         y0 = projector(render())

@@ -300,6 +300,11 @@ def tv_gradient(x: torch.Tensor,    # (..., n, n) images
                 eps: float = 1e-8,  # smoothing of |∇x| at 0
                ) -> torch.Tensor:
     "Gradient of the isotropic total variation Σ √(Δ_r² + Δ_c² + ε) (forward differences, replicate edge)."
+    if not (torch.is_tensor(x) and torch.is_floating_point(x)):
+        raise TypeError(f"x must be a floating-point torch tensor (..., n, n), got {getattr(x, 'dtype', type(x))}")
+    if x.ndim < 2: raise ValueError(f"x must be images (..., n, n), got shape {tuple(x.shape)}")
+    if not (_is_real(eps) and math.isfinite(eps) and eps > 0):       # ε = 0 gives 0/0 = NaN wherever ∇x = 0
+        raise ValueError(f"eps must be a finite number > 0, got {eps!r}")
     with torch.enable_grad():
         z = x.detach().clone().requires_grad_(True)
         dr = torch.diff(z, dim=-2, append=z[..., -1:, :])

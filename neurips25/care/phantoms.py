@@ -34,13 +34,22 @@ def shepp_logan(n: int = 128) -> np.ndarray:
     return img
 
 # %% ../../nbs/p06_care/01_phantoms.ipynb #727b3d93
+def _finite_real(v) -> bool:
+    "A finite real scalar: a Python or NumPy int or float (bool, str, None, NaN and inf are not)."
+    return (not isinstance(v, (bool, np.bool_)) and np.ndim(v) == 0 and np.asarray(v).dtype.kind in "iuf"
+            and bool(np.isfinite(v)))
+
 def _grid(n):
     v, u = np.mgrid[:n, :n]
     return (u - (n - 1) / 2) / (n / 2), (v - (n - 1) / 2) / (n / 2)
 
 def ellipse_mask(n: int, cx: float, cy: float, a: float, b: float, phi: float = 0.0) -> np.ndarray:
     "Boolean ellipse on the normalised [-1,1]² grid: centre (cx, cy), semi-axes (a, b), rotation φ (rad)."
-    if a <= 0 or b <= 0: raise ValueError("semi-axes must be > 0")
+    check_int(n, 'n', 1)
+    if not (_finite_real(a) and _finite_real(b) and a > 0 and b > 0):    # a NaN semi-axis used to give an empty mask
+        raise ValueError(f"semi-axes must be > 0 (finite numbers), got a={a!r}, b={b!r}")
+    for k, w in dict(cx=cx, cy=cy, phi=phi).items():
+        if not _finite_real(w): raise ValueError(f"{k} must be a finite number, got {w!r}")
     u, v = _grid(n)
     du, dv = u - cx, v - cy
     c, s = np.cos(phi), np.sin(phi)
@@ -48,8 +57,12 @@ def ellipse_mask(n: int, cx: float, cy: float, a: float, b: float, phi: float = 
 
 def tube_mask(n: int, pts: np.ndarray, radius_px: float) -> np.ndarray:
     "Pixels within `radius_px` of the polyline `pts` (k, 2) given in normalised (u, v) coordinates."
+    check_int(n, 'n', 1)
+    if not (_finite_real(radius_px) and radius_px >= 0):                 # a negative radius used to give an empty mask
+        raise ValueError(f"radius_px must be a finite number >= 0, got {radius_px!r}")
     pts = np.asarray(pts, float)
     if pts.ndim != 2 or pts.shape[1] != 2 or len(pts) < 2: raise ValueError("pts must be a (k >= 2, 2) polyline")
+    if not np.isfinite(pts).all(): raise ValueError("pts contains NaN or inf")
     seg = np.diff(pts, axis=0)
     L = np.linalg.norm(seg, axis=1) * n / 2
     dense = np.concatenate([p0 + np.linspace(0, 1, max(int(np.ceil(2 * l)), 2))[:, None] * d
@@ -66,6 +79,9 @@ def tube_mask(n: int, pts: np.ndarray, radius_px: float) -> np.ndarray:
 def random_walk(rng: np.random.Generator, start, heading: float, n_steps: int, step: float, sigma: float,
                 region: tuple = (0.0, 0.0, 0.8, 0.55)) -> np.ndarray:
     "Random-walk polyline (n_steps+1, 2) with turning noise σ, kept inside the ellipse `region` = (cx, cy, a, b)."
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng must be a numpy Generator (np.random.default_rng(seed)), got {type(rng).__name__}")
+    check_int(n_steps, 'n_steps', 0)
     cx, cy, a, b = region
     p = np.array(start, float)
     psi = heading
@@ -92,6 +108,9 @@ def branching_curves(
     region=(0.0, 0.05, 0.7, 0.45),
 ) -> list:
     "A vessel tree as a list of polylines: a smooth walk whose steps spawn shorter side branches."
+    if not (_finite_real(p_branch) and 0 <= p_branch <= 1):             # NaN used to give no branches, silently
+        raise ValueError(f"p_branch must be a probability in [0, 1], got {p_branch!r}")
+    check_int(depth, 'depth', 0)
     main = random_walk(rng, start, heading, length, step, sigma, region)
     out = [main]
     if depth > 0:
@@ -118,7 +137,8 @@ MU_WATER = 0.02  # linear attenuation of water at ~70 keV, 1/mm
 
 def hu_to_mu(hu: np.ndarray, spacing_mm: float) -> np.ndarray:
     "HU → attenuation per pixel: μ_water (1 + HU/1000) Δx, clipped at 0 (air)."
-    if not spacing_mm > 0: raise ValueError("spacing must be > 0")
+    if not (_finite_real(spacing_mm) and spacing_mm > 0):               # inf used to give an infinite μ
+        raise ValueError(f"spacing must be > 0 mm (a finite number), got {spacing_mm!r}")
     return np.clip(MU_WATER * (1 + np.asarray(hu, float) / 1000.0), 0, None) * spacing_mm
 
 def anatomical_phantom(n: int = 128,            # image size (pixels)
@@ -130,7 +150,7 @@ def anatomical_phantom(n: int = 128,            # image size (pixels)
     check_int(n, 'n', 64)
     if phase not in ("venous", "arterial"): raise ValueError(f"phase must be 'venous' or 'arterial', got {phase!r}")
     spacing = 384.0 / n if spacing is None else float(spacing)
-    if not spacing > 0: raise ValueError(f"spacing must be > 0 mm, got {spacing}")
+    if not (np.isfinite(spacing) and spacing > 0): raise ValueError(f"spacing must be > 0 mm and finite, got {spacing}")
     rng = np.random.default_rng(seed)
     J = lambda s=0.03: s * rng.standard_normal()
     art = phase == "arterial"

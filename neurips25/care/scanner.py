@@ -6,7 +6,7 @@ from dataclasses import dataclass
 import numpy as np
 from ..core import check_int
 import torch
-from .ct import add_noise
+from .ct import add_noise, _is_real
 from .phantoms import hu_to_mu, MU_WATER
 from .operators import ParallelBeam, FanBeam, os_sart, asd_pocs
 from .cone import ConeBeam, cone_os_sart, cone_asd_pocs
@@ -47,12 +47,14 @@ class Scanner:
                  cone_step: float = 0.5,             # cone beam: ray samples per smallest voxel side (TIGRE: 0.5)
                 ):
         if geometry not in GEOMETRIES: raise ValueError(f"geometry must be one of {GEOMETRIES}, got {geometry!r}")
+        check_int(n, 'n', 4)                                              # 64.5 used to become 64 silently
         counts = dict(n_views=n_views, subsets=subsets, sart_iter=sart_iter, asd_iter=asd_iter, inr_steps=inr_steps)
         for k, v in counts.items():
             check_int(v, k, 1)
         if subsets > n_views: raise ValueError(f"subsets ({subsets}) cannot exceed the views ({n_views})")
         check_int(inr_batch, 'inr_batch', 0, req='an integer >= 0 (0: all slices at once)')
-        if not noise_level > 0: raise ValueError(f"noise_level must be > 0 photons, got {noise_level}")
+        if not (_is_real(noise_level) and np.isfinite(noise_level) and noise_level > 0):   # inf: failed at a scan
+            raise ValueError(f"noise_level must be > 0 photons (a finite number), got {noise_level!r}")
         self.n, self.n_views, self.geometry, self.noise_level = int(n), int(n_views), geometry, float(noise_level)
         self.device, self.dtype = torch.device(device), dtype
         self.subsets, self.sart_iter, self.asd_iter = int(subsets), int(sart_iter), int(asd_iter)
@@ -82,6 +84,10 @@ class Scanner:
              spacing: tuple,                         # (sz, s, s) mm
              seed: int = 0) -> Scan:
         "Noisy projections of an HU volume in the scanner's geometry (and the INR's per-slice sinograms)."
+        sp = np.asarray(spacing, float) if np.ndim(spacing) == 1 else np.zeros(0)
+        if sp.shape != (3,) or not (np.isfinite(sp).all() and (sp > 0).all()):
+            raise ValueError(f"spacing must be 3 finite numbers > 0 mm (sz, s, s), got {spacing!r}")
+        check_int(seed, 'seed')                                           # 1.5 used to be truncated to 1
         hu = np.asarray(hu)
         if hu.ndim != 3 or hu.shape[1:] != (self.n, self.n):
             raise ValueError(f"volumes must be (Z, {self.n}, {self.n}), got {hu.shape}")
@@ -110,6 +116,7 @@ class Scanner:
     def reconstruct(self, method: str, sc: Scan, seed: int = 0) -> torch.Tensor:
         "The method's reconstruction of a scan, in HU: (Z, n, n) on the scanner's device."
         if method not in METHODS: raise ValueError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")
+        check_int(seed, 'seed')
         s = float(sc.spacing[1])
         if method == "INR": return (self._inr(sc, seed) / (MU_WATER * s) - 1) * 1000
         if isinstance(sc.op, ConeBeam):

@@ -4,7 +4,7 @@
 from __future__ import annotations
 import numpy as np
 from scipy import ndimage as ndi
-from .metrics import _check_spacing
+from .metrics import _check_spacing, _is_real
 
 # %% auto #0
 __all__ = ['REFERENCES', 'oracle_segment', 'reference_masks']
@@ -25,7 +25,9 @@ def oracle_segment(rec: np.ndarray,         # reconstructed image (same units as
     if not np.issubdtype(gt.dtype, np.integer): raise ValueError("gt_labels must be an integer array")
     if not (np.isfinite(rec).all() and np.isfinite(ref).all()): raise ValueError("images contain NaN or inf")
     sp = _check_spacing(spacing, gt.ndim)
-    if not margin_mm > 0 or not band > 0: raise ValueError("margin_mm and band must be > 0")
+    if not (_is_real(margin_mm) and _is_real(band) and margin_mm > 0 and band > 0):
+        raise ValueError(f"margin_mm and band must be > 0 (numbers; inf: no limit), got {margin_mm!r}, {band!r}")
+    crop = crop and np.isfinite(margin_mm)                                # an unbounded margin: the box is everything
     labels = [l for l in np.unique(gt) if l != 0]
     if not labels: raise ValueError("the ground-truth label map is empty")
     # background (label 0) competes too, with the cost d(x, G_0)/margin + |r(x) − ref(x)|/band

@@ -31,7 +31,7 @@ def make_cases(n_cases: int,            # number of phantoms
                phase: str = "venous",
               ) -> dict:
     "Phantoms, their sparse-view FBP reconstructions (HU) and labels as tensors (B,1,n,n) / (B,n,n)."
-    if n_cases < 1: raise ValueError("n_cases must be >= 1")
+    check_int(n_cases, 'n_cases', 1)
     gts, recs, labs, sps = [], [], [], []
     for k in range(n_cases):
         P = anatomical_phantom(n, seed=seed + k, phase=phase)
@@ -119,6 +119,11 @@ def train_segmenter(images_hu: torch.Tensor,   # (B, 1, H, W) ground-truth image
                    ) -> tuple[UNet, list]:
     "Train a U-Net segmenter with cross-entropy; returns the frozen model and the loss history."
     _check_images(images_hu, "images_hu")
+    check_int(steps, 'steps', 0)                                          # < 0 used to return an untrained model
+    if not torch.is_tensor(labels) or labels.is_floating_point() or labels.is_complex() or labels.dtype == torch.bool:
+        got = getattr(labels, "dtype", type(labels).__name__)
+        raise TypeError(f"labels must be an integer torch tensor, got {got}")
+    if labels.dtype not in (torch.int64, torch.uint8): labels = labels.long()   # cross_entropy: Long or Byte targets
     if images_hu.ndim != 4 or labels.shape != (images_hu.shape[0], *images_hu.shape[2:]):
         raise ValueError("images must be (B, 1, H, W) and labels (B, H, W)")
     if labels.min() < 0 or labels.max() >= N_CLASSES: raise ValueError(f"labels out of range 0..{N_CLASSES - 1}")
@@ -182,6 +187,7 @@ def train_enhancer(rec_hu: torch.Tensor,      # (B, 1, H, W) reconstructions (HU
     _check_images(rec_hu, "rec_hu")
     _check_images(gt_hu, "gt_hu")
     if rec_hu.shape != gt_hu.shape or rec_hu.ndim != 4: raise ValueError("rec and gt must both be (B, 1, H, W)")
+    check_int(steps, 'steps', 0)                                          # < 0 used to return the identity
     _check_batch(batch_size)
     torch.manual_seed(seed)
     model = UNet(1, 1, width, depth, residual=True).to(rec_hu.device)

@@ -19,12 +19,27 @@ def _centres(shape, spacing):
     "Voxel-centre coordinates in mm (z, y, x), centred on the volume, each as an open grid."
     return [(np.arange(s) - (s - 1) / 2) * d for s, d in zip(shape, spacing)]
 
+def _check_grid(shape, spacing):
+    "A (Z, Y, X) grid of whole numbers >= 1 and a (sz, sy, sx) spacing of finite mm > 0, else a ValueError."
+    sh, sp = np.asarray(shape), np.asarray(spacing, float)
+    if (sh.shape != (3,) or sh.dtype.kind not in "iuf" or not np.isfinite(sh).all()
+            or (sh < 1).any() or (sh != np.round(sh)).any()):
+        raise ValueError(f"shape must be 3 whole numbers >= 1 (Z, Y, X), got {shape!r}")
+    if sp.shape != (3,) or not (np.isfinite(sp).all() and (sp > 0).all()):
+        raise ValueError(f"spacing must be 3 finite numbers > 0 mm (sz, sy, sx), got {spacing!r}")
+
 def ellipsoid_mask(shape, spacing,          # grid (Z, Y, X) and voxel size in mm
                    centre, semi_axes,       # (z, y, x) centre and semi-axes in mm
                    yaw: float = 0.0,        # rotation about the z axis (rad)
                   ) -> np.ndarray:
     "Boolean ellipsoid on the grid (quadratic-form test)."
-    if min(semi_axes) <= 0: raise ValueError("semi-axes must be > 0 mm")
+    _check_grid(shape, spacing)
+    sa, ce = np.asarray(semi_axes, float), np.asarray(centre, float)
+    if sa.shape != (3,) or not (np.isfinite(sa).all() and (sa > 0).all()):   # NaN used to give an empty mask
+        raise ValueError(f"semi-axes must be > 0 mm (3 finite numbers), got {semi_axes!r}")
+    if ce.shape != (3,) or not np.isfinite(ce).all():
+        raise ValueError(f"centre must be 3 finite mm coordinates (z, y, x), got {centre!r}")
+    if not (np.ndim(yaw) == 0 and np.isfinite(yaw)): raise ValueError(f"yaw must be a finite angle (rad), got {yaw!r}")
     z, y, x = np.ix_(*_centres(shape, spacing))
     dz, dy, dx = z - centre[0], y - centre[1], x - centre[2]
     c, s = np.cos(yaw), np.sin(yaw)
@@ -36,10 +51,15 @@ def tube_mask_3d(shape, spacing,            # grid and voxel size in mm
                  radius,                    # mm: a scalar or one per polyline point
                 ) -> np.ndarray:
     "Voxels within the (interpolated) radius of a polyline: resample at half a voxel, cKDTree nearest point."
+    _check_grid(shape, spacing)
     P = np.asarray(points, float)
-    r = np.broadcast_to(np.asarray(radius, float), (len(P),))
     if P.ndim != 2 or P.shape[1] != 3 or len(P) < 2: raise ValueError("points must be a (k >= 2, 3) polyline")
-    if (r <= 0).any(): raise ValueError("radii must be > 0 mm")
+    if not np.isfinite(P).all(): raise ValueError("points contain NaN or inf")
+    r0 = np.asarray(radius, float)
+    if r0.ndim > 1 or (r0.ndim == 1 and len(r0) not in (1, len(P))):
+        raise ValueError(f"radius must be a scalar or one per point ({len(P)}), got shape {r0.shape}")
+    r = np.broadcast_to(r0, (len(P),))
+    if not (np.isfinite(r).all() and (r > 0).all()): raise ValueError("radii must be finite and > 0 mm")  # NaN: empty
     step = 0.5 * min(spacing)
     seg = np.linalg.norm(np.diff(P, axis=0), axis=1)
     s = np.concatenate([[0], np.cumsum(seg)])
@@ -82,6 +102,7 @@ def anatomical_phantom_3d(shape=(48, 128, 128),          # (Z, Y, X) voxels
                           phase: str = "venous",         # "venous" | "arterial"
                          ) -> Phantom:
     "Synthetic labelled 3-D abdomen (CARE label indices, all four structure groups) on an anisotropic grid."
+    _check_grid(shape, spacing)                                           # 4.7 slices, NaN mm: refused, not rounded
     shape, spacing = tuple(int(s) for s in shape), tuple(float(s) for s in spacing)
     if len(shape) != 3 or shape[0] < 4 or min(shape[1:]) < 32:
         raise ValueError(f"shape must be (Z >= 4, Y >= 32, X >= 32), got {shape}")
