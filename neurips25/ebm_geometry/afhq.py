@@ -12,6 +12,7 @@ from torch import nn
 import torch.nn.functional as F
 
 from ..core import get_device, progress
+from ..core import check_int
 
 # %% auto #0
 __all__ = ['VAE_DEFAULTS', 'SDVAE', 'LatentVAE', 'load_sd_vae', 'prepare_latents', 'unprepare_latents', 'afhq_images',
@@ -254,6 +255,8 @@ def load_sd_vae(root=None, device="auto", backend: str = "auto") -> LatentVAE:
 def prepare_latents(z) -> torch.Tensor:
     "The code's latents: scaled latents (n, z, h, w) clipped to [-2, 2] and halved, flattened to (n, z*h*w)."
     z = torch.as_tensor(z)
+    if z.ndim < 2: raise ValueError(f"z must be a batch of latents (n, ...), got shape {tuple(z.shape)}")
+    if not torch.isfinite(z).all(): raise ValueError("z contains NaN or inf")   # the clip kept NaN: NaN data
     return (z.clamp(-2.0, 2.0) / 2).reshape(len(z), -1)
 
 
@@ -273,8 +276,13 @@ def afhq_images(split: str = "train",            # train | val
     "uint8 images (n, size, size, 3), labels (index into `classes`) and the class names."
     from PIL import Image
     from neurips25.sources.loaders import load_image_folder
-    ds = load_image_folder("afhq", split, root=root)
     classes = [classes] if isinstance(classes, str) else list(classes)
+    if not classes or len(set(classes)) != len(classes):   # ("cat", "cat") gave every cat twice, labelled 0 and 1
+        raise ValueError(f"classes must be non-empty and distinct, got {classes}")
+    size = check_int(size, "size", 1)
+    if max_per_class is not None:                          # 0 or < 0 failed in np.stack / rng.choice (0: use None)
+        max_per_class = check_int(max_per_class, "max_per_class", 1, req="None or an integer >= 1")
+    ds = load_image_folder("afhq", split, root=root)
     bad = [c for c in classes if c not in ds.classes]
     if bad:
         raise ValueError(f"unknown AFHQ class(es) {bad}: the {split} split has {ds.classes}")
@@ -365,7 +373,11 @@ class ConvInterpolant(nn.Module):
 # %% ../../nbs/p11_ebm_geometry/07_afhq.ipynb #5a6a02bf
 def pixel_features(images, side: int = 32) -> np.ndarray:
     "uint8 images (n, H, W, 3) area-averaged to side x side, in [0, 1], flattened: (n, 3 side^2)."
-    x = torch.as_tensor(np.asarray(images)).permute(0, 3, 1, 2).float() / 255
+    side = check_int(side, "side", 1)             # 0 gave empty features; np.int64 failed inside torch
+    images = np.asarray(images)
+    if images.ndim != 4 or images.shape[-1] != 3:
+        raise ValueError(f"images must be (n, H, W, 3), got shape {images.shape}")
+    x = torch.as_tensor(images).permute(0, 3, 1, 2).float() / 255
     return F.adaptive_avg_pool2d(x, side).reshape(len(x), -1).double().numpy()
 
 

@@ -18,6 +18,9 @@ class CharAE(nn.Module):
     "MLP autoencoder size^2 -> 256 -> latent -> 256 -> size^2 (sigmoid output)."
     def __init__(self, size: int = 32, latent: int = 16, hidden: int = 256):
         super().__init__()
+        # latent = 0 built an empty code silently
+        size, latent, hidden = (check_int(v, nm, 1) for nm, v in (("size", size), ("latent", latent),
+                                                                   ("hidden", hidden)))
         D = size * size
         self.enc = nn.Sequential(nn.Flatten(), nn.Linear(D, hidden), nn.SiLU(), nn.Linear(hidden, latent))
         self.dec = nn.Sequential(nn.Linear(latent, hidden), nn.SiLU(), nn.Linear(hidden, D), nn.Sigmoid())
@@ -40,6 +43,11 @@ def sample_triplets(labels: torch.Tensor, angles: torch.Tensor, n: int, pos_max:
                     generator=None, chunk: int = 256) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     "Indices (anchor, positive, negative): same character, |angle diff| <= pos_max for p and > neg_min for n."
     labels, angles = torch.as_tensor(labels), torch.as_tensor(angles)
+    if labels.ndim != 1 or angles.shape != labels.shape:   # one angle broadcast silently over every image
+        raise ValueError(f"labels and angles must be 1-D of the same length, got {tuple(labels.shape)} and "
+                         f"{tuple(angles.shape)}")
+    if not torch.isfinite(angles).all(): raise ValueError("angles contain NaN or inf")
+    n, chunk = check_int(n, "n", 0), check_int(chunk, "chunk", 1)   # chunk < 0 returned torch.empty's garbage
     N = len(labels)
     a = torch.randint(N, (n,), generator=generator)
     p, q = torch.empty(n, dtype=torch.long), torch.empty(n, dtype=torch.long)
@@ -64,6 +72,7 @@ def train_char_ae(data: dict, latent: int = 16, steps: int = 500, batch: int = 1
     "Train the triplet autoencoder on `rotated_characters` output; returns (model, losses)."
     if schedule not in SCHEDULES: raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
     steps = check_int(steps, "steps", 1, req="a positive int")
+    batch = check_int(batch, "batch", 1)          # 0 trained on empty batches: every loss NaN, silently
     torch.manual_seed(seed)
     g = torch.Generator().manual_seed(seed)
     dev = get_device("auto") if device is None else torch.device(device)
@@ -90,6 +99,7 @@ def train_char_ae(data: dict, latent: int = 16, steps: int = 500, batch: int = 1
 @torch.no_grad()
 def encode_images(ae: CharAE, images, batch: int = 1024) -> torch.Tensor:
     "Latents (n, latent) of images (n, size, size), float64 on CPU."
+    batch = check_int(batch, "batch", 1)
     X = torch.as_tensor(np.asarray(images), dtype=torch.float32)
     dev = next(ae.parameters()).device
     return torch.cat([ae.encode(X[s:s + batch].to(dev)).double().cpu() for s in range(0, len(X), batch)])

@@ -54,6 +54,7 @@ def rotated_characters(
     chars=CHARACTERS, angles=None, size: int = 32, font: str | None = None, binarize: bool = True
 ) -> dict:
     "Images (n, size, size), character labels (n,) and angles (n,) for every character at every angle (URC by default)."
+    if len(chars) == 0: raise ValueError("chars must be non-empty")   # was np.stack's "need at least one array"
     angles = urc_angles() if angles is None else np.asarray(angles, dtype=np.float64)
     if angles.ndim != 1 or len(angles) == 0: raise ValueError("angles must be a non-empty 1-D array")
     if not np.isfinite(angles).all(): raise ValueError("angles contain NaN or inf")
@@ -67,6 +68,8 @@ def rotated_characters(
 
 def shortest_arc(a0: float, a1: float, T: int) -> np.ndarray:
     "T+1 angles (degrees) from a0 to a1 along the shorter way round the circle, wrapped to (-180, 180]."
+    T = check_int(T, "T", 1)                       # T = 0 gave one angle (no path), T = -1 an empty array
+    if not (np.isfinite(a0) and np.isfinite(a1)): raise ValueError(f"a0 and a1 must be finite, got {a0!r}, {a1!r}")
     d = (a1 - a0 + 180.0) % 360.0 - 180.0          # signed difference in [-180, 180)
     a = a0 + d * np.linspace(0, 1, T + 1)
     return -((-a + 180.0) % 360.0 - 180.0)          # wrap to (-180, 180]
@@ -98,6 +101,7 @@ def angle_readout(Z,                # latent points (n, D)
                   chunk: int = 2048,
                  ) -> np.ndarray:
     "Angle of each point = angle of its nearest reference latent of the same character; (n,). Memory O(chunk * m)."
+    chunk = check_int(chunk, "chunk", 1)           # chunk < 0 skipped the loop and returned np.empty's garbage
     Z, R = np.asarray(Z, dtype=np.float64), np.asarray(ref_Z, dtype=np.float64)
     labels, rl, ra = (
         np.asarray(labels).ravel(),

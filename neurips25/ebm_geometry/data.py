@@ -34,9 +34,13 @@ class CircularMixture:
         if self.means.ndim != 2 or self.means.shape[1] != 2:
             raise ValueError(f"means must have shape (K, 2), got {tuple(self.means.shape)}")
         if self.weights.shape != (self.means.shape[0],): raise ValueError("weights must have one entry per mean")
+        # a NaN weight passed the sum check below (NaN > tol is False) and log_prob was NaN everywhere
+        if not (torch.isfinite(self.means).all() and torch.isfinite(self.weights).all()):
+            raise ValueError("means and weights must be finite (no NaN or inf)")
         if (self.weights < 0).any() or abs(float(self.weights.sum()) - 1) > 1e-8:
             raise ValueError("weights must be non-negative and sum to 1")
-        if not self.sigma > 0: raise ValueError(f"sigma must be positive, got {self.sigma}")
+        if not (self.sigma > 0 and math.isfinite(self.sigma)):    # inf gave log_prob = -inf everywhere
+            raise ValueError(f"sigma must be positive and finite, got {self.sigma}")
 
     @property
     def K(self) -> int: return self.means.shape[0]
@@ -71,7 +75,7 @@ class CircularMixture:
     def sample(self, n: int, seed: int = 0) -> torch.Tensor:
         "n i.i.d. samples (float64), reproducible from `seed`."
         n = check_int(n, "n", 1, req="a positive int")
-        g = torch.Generator().manual_seed(int(seed))
+        g = torch.Generator().manual_seed(check_int(seed, "seed"))   # int(1.5) was 1: a float seed silently rounded
         k = torch.multinomial(self.weights, int(n), replacement=True, generator=g)
         return self.means[k] + self.sigma * torch.randn(int(n), 2, generator=g, dtype=torch.float64)
 
@@ -81,7 +85,7 @@ def arc_means(K: int = 200,       # number of components
              ) -> torch.Tensor:
     "mu_k = R(cos theta_k, sin theta_k), theta_k = pi k / K, k = 0..K-1 (the code's linspace(0, 180, K+1)[:-1])."
     K = check_int(K, "K", 1, req="a positive int")
-    if not R > 0: raise ValueError(f"R must be positive, got {R}")
+    if not (R > 0 and math.isfinite(R)): raise ValueError(f"R must be positive and finite, got {R}")   # inf: NaN means
     th = torch.arange(K, dtype=torch.float64) * math.pi / K
     return R * torch.stack([th.cos(), th.sin()], 1)
 

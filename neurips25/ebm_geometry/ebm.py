@@ -95,6 +95,15 @@ def langevin(energy, x: torch.Tensor, n_steps: int = 100, step: float = 1.0, noi
              generator: torch.Generator | None = None) -> torch.Tensor:
     "x <- x - step grad E(x) + N(0, noise^2), n_steps times, without graph through the chain (Algorithm 2)."
     n_steps = check_int(n_steps, "n_steps", 1, req="an integer >= 1 (Langevin steps)")
+    for name, v in (("step", step), ("noise", noise)):   # step < 0 climbed the energy (silently); NaN diverged late
+        try: ok = not isinstance(v, bool) and math.isfinite(v) and v >= 0
+        except TypeError: ok = False
+        if not ok: raise ValueError(f"{name} must be a finite number >= 0, got {v!r}")
+    if not (torch.is_tensor(x) and x.is_floating_point()):
+        raise TypeError(f"x must be a floating-point torch tensor (n, D), got {type(x).__name__} "
+                        f"{getattr(x, 'dtype', '')}".rstrip())
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator or None, got {generator!r}")
     x = x.detach().clone()
     for k in range(n_steps):
         x.requires_grad_(True)
@@ -107,12 +116,13 @@ def langevin(energy, x: torch.Tensor, n_steps: int = 100, step: float = 1.0, noi
 class ReplayBuffer:
     "Fixed-size buffer of past negatives; starts from it with probability p_reuse, else from noise."
     def __init__(self, size: int, noise_fn, p_reuse: float = 0.95):
-        if size < 1: raise ValueError(f"buffer size must be >= 1, got {size}")
+        size = check_int(size, "buffer size", 1)   # 2.5 and True failed inside noise_fn with torch's message
         if not 0 <= p_reuse <= 1: raise ValueError(f"p_reuse must be in [0, 1], got {p_reuse}")
         self.noise_fn, self.p_reuse, self.data = noise_fn, p_reuse, noise_fn(size)
 
     def sample(self, n: int, generator=None) -> tuple[torch.Tensor, torch.Tensor]:
         "n starting points and their buffer slots."
+        n = check_int(n, "n", 0)
         idx = torch.randint(len(self.data), (n,), generator=generator)
         x = self.data[idx].clone()
         fresh = torch.rand(n, generator=generator) > self.p_reuse
@@ -133,7 +143,9 @@ class TrainLog:
 def _batches(X, batch, steps, g):
     for _ in range(steps): yield X[torch.randint(len(X), (batch,), generator=g)]
 
-def _prep(X, model, device, seed):
+def _prep(X, model, device, seed, steps, batch):
+    # steps < 0 returned the untrained model silently (0: no training); batch 0 gave "loss is NaN/inf at step 1"
+    check_int(steps, "steps", 0), check_int(batch, "batch", 1)
     X = torch.as_tensor(X, dtype=torch.float32)
     if X.ndim != 2 or X.shape[1] != model.dim or len(X) < 2:
         raise ValueError(f"X must be (n >= 2, {model.dim}), got {tuple(X.shape)}")
@@ -147,7 +159,7 @@ def train_dsm(X, model: EnergyMLP, steps: int = 2000, batch: int = 256, lr: floa
     "Denoising score matching: min E|sigma s(x + sigma eps) + eps|^2 with s = -grad E."
     import time
     if not sigma > 0: raise ValueError(f"sigma must be positive, got {sigma}")
-    X, model, dev, g = _prep(X, model, device, seed)
+    X, model, dev, g = _prep(X, model, device, seed, steps, batch)
     opt, log, t0 = torch.optim.Adam(model.parameters(), lr=lr), TrainLog(), time.time()
     params = [p for p in model.parameters() if p.requires_grad]
     for xb in progress(_batches(X, batch, steps, g), total=steps, desc="DSM"):
@@ -180,7 +192,7 @@ def train_cd(X, model: EnergyMLP, steps: int = 500, batch: int = 128, lr: float 
     if init not in ("uniform", "normal"): raise ValueError(f"init must be 'uniform' or 'normal', got {init!r}")
     if dsm_weight < 0 or (dsm_weight > 0 and not dsm_sigma > 0):
         raise ValueError(f"dsm_weight must be >= 0 and dsm_sigma > 0, got {dsm_weight} and {dsm_sigma}")
-    X, model, dev, g = _prep(X, model, device, seed)
+    X, model, dev, g = _prep(X, model, device, seed, steps, batch)
     lo, hi = X.min(0).values, X.max(0).values
     noise_fn = lambda n: lo + (hi - lo) * torch.rand(n, X.shape[1], generator=g).to(dev)   # uniform over the data box
     if init == "normal": noise_fn = lambda n: torch.randn(n, X.shape[1], generator=g).to(dev)

@@ -10,6 +10,7 @@ from .metrics import (Metric, CalibrationError, euclidean, energy_metric, calibr
                                             calibration_sets, fit_rbf, land_h, _check_ratio, softplus_floor_inverse)
 from .ebm import langevin
 from .geodesics import geodesic_path, lerp_path, path_stats, _check_path
+from ..core import check_int
 
 # %% auto #0
 __all__ = ['REFERENCE', 'CALIBRATIONS', 'GATE_PLATEAU', 'GATE_AUC', 'ROTATION_METRICS', 'GEO_SEARCHES', 'gamma_rmse', 'd_rmse',
@@ -32,15 +33,22 @@ def d_rmse(paths, X, chunk: int = 4096) -> torch.Tensor:
     if X.ndim != 2 or X.shape[1] != P.shape[2] or len(X) == 0:
         raise ValueError(f"X must be a non-empty (n, {P.shape[2]}) array")
     if not torch.isfinite(X).all(): raise ValueError("X (the data) contains NaN or inf: D-RMSE needs finite data")
+    chunk = check_int(chunk, "chunk", 1)       # 0: range() error; < 0: torch.cat of nothing
     flat = P.reshape(-1, P.shape[2])
-    d = torch.cat([torch.cdist(flat[s:s + chunk], X).min(1).values for s in range(0, len(flat), chunk)])
+    d = torch.cat([torch.cdist(flat[s:s + chunk], X).min(1).values for s in range(0, max(len(flat), 1), chunk)])
     return d.reshape(P.shape[:2]).mean(-1)
 
 def accumulated_prob(paths, log_density) -> torch.Tensor:
     "p(gamma) = sum_{t=1..T} p(x_t) (paper §4.2); (B,)."
     P = _check_path(paths)
     B, N, D = P.shape
-    return log_density(P.reshape(-1, D)).reshape(B, N)[:, 1:].exp().sum(-1)
+    lp = torch.as_tensor(log_density(P.reshape(-1, D)))
+    if lp.shape != (B * N,):
+        raise ValueError(f"log_density must return one value per point, shape ({B * N},), got {tuple(lp.shape)}")
+    # -inf is a zero density (allowed); NaN or +inf made p(gamma) NaN or inf, silently
+    if torch.isnan(lp).any() or (lp == float("inf")).any():
+        raise ValueError("log_density returned NaN or +inf on the path")
+    return lp.reshape(B, N)[:, 1:].exp().sum(-1)
 
 # %% ../../nbs/p11_ebm_geometry/04_evaluate.ipynb #5f9f1ad2
 REFERENCE = {"G_E": "oracle G_E", "G_1/p": "oracle G_1/p", "G_LAND": "oracle G_1/p", "G_RBF": "oracle G_1/p",
@@ -224,6 +232,7 @@ def energy_auc(energy,                     # x (m, D) -> E(x)
     "AUC of E(midpoint) > E(data): the probability that a random midpoint has a higher energy than a random data point."
     Z = torch.as_tensor(Z, dtype=torch.float64)
     if Z.ndim != 2 or len(Z) < 2: raise ValueError(f"Z must be (n >= 2, D), got {tuple(Z.shape)}")
+    max_data = check_int(max_data, "max_data", 1)   # 0 gave AUC = NaN (no data points), -1 dropped one point
     _, mid = calibration_sets(Z, n_pairs, seed)
     g = torch.Generator().manual_seed(seed)
     on = Z if len(Z) <= max_data else Z[torch.randperm(len(Z), generator=g)[:max_data]]

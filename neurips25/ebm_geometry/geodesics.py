@@ -55,6 +55,11 @@ def lerp_path(x0, x1, T: int = 64) -> torch.Tensor:
     if x0.ndim != 2 or x0.shape != x1.shape:
         raise ValueError(f"x0 and x1 must both be (B, D) of the same shape, got {tuple(x0.shape)} and "
                          f"{tuple(x1.shape)}")
+    # integer (or bool) endpoints: a linspace in their dtype is 0 at every interior time, so the "line" sat on x0 and
+    # jumped to x1 at the last point; they are cast to the default float dtype, as `_as_points` does
+    if not x0.is_floating_point(): x0 = x0.to(torch.get_default_dtype())
+    if not x1.is_floating_point(): x1 = x1.to(torch.get_default_dtype())
+    if not (torch.isfinite(x0).all() and torch.isfinite(x1).all()): raise ValueError("x0 and x1 contain NaN or inf")
     t = torch.linspace(0, 1, T + 1, dtype=x0.dtype, device=x0.device)[None, :, None]
     return (1 - t) * x0[:, None] + t * x1[:, None]
 
@@ -62,6 +67,10 @@ def lerp_path(x0, x1, T: int = 64) -> torch.Tensor:
 def data_bounds(X, margin: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
     "Per-dimension (lo, hi) of the data, widened by `margin` times the range."
     X = torch.as_tensor(X)
+    if X.ndim != 2 or X.shape[0] == 0: raise ValueError(f"X must be a non-empty (n, D) array, got {tuple(X.shape)}")
+    if not torch.isfinite(X).all(): raise ValueError("X contains NaN or inf")
+    if isinstance(margin, bool) or not isinstance(margin, numbers.Real) or not (math.isfinite(margin) and margin >= 0):
+        raise ValueError(f"margin must be a finite number >= 0, got {margin!r}")   # < 0 could swap lo and hi
     lo, hi = X.min(0).values, X.max(0).values
     w = hi - lo
     return lo - margin * w, hi + margin * w
@@ -492,6 +501,11 @@ def geodesic_path(x0, x1,                      # endpoint batches (B, D) (or sin
     T = check_int(T, "T", 2)
     if method not in ("lbfgs", "adam"): raise ValueError(f"method must be 'lbfgs' or 'adam', got {method!r}")
     restarts, levels = check_int(restarts, "restarts", 0), check_int(levels, "levels", 0)
+    steps = check_int(steps, "steps", 0)        # -1 returned the start paths silently; 2.5 and True ran L-BFGS anyway
+    if gtol is not None:                        # < 0 or NaN: no pair ever converged, every restart ran and warned
+        try: gtol_ok = not isinstance(gtol, bool) and math.isfinite(gtol) and gtol >= 0
+        except TypeError: gtol_ok = False
+        if not gtol_ok: raise ValueError(f"gtol must be None or a finite number >= 0, got {gtol!r}")
     one_knn = isinstance(knn, numbers.Integral) and not isinstance(knn, bool)
     ks = (knn,) if one_knn else tuple(knn) if isinstance(knn, (tuple, list)) else ()
     try:
@@ -591,10 +605,15 @@ def geodesic_path(x0, x1,                      # endpoint batches (B, D) (or sin
 # %% ../../nbs/p11_ebm_geometry/02_geodesics.ipynb #baa47880
 def grad_log_lambda(x: torch.Tensor, metric: Metric) -> torch.Tensor:
     "grad log lambda(x), shape (n, D), by autograd (conformal metrics only)."
+    x = torch.as_tensor(x)
+    if not x.is_floating_point(): x = x.to(torch.get_default_dtype())
     with torch.enable_grad():
         x = x.detach().requires_grad_(True)
-        g, = torch.autograd.grad(metric.lam(x).log().sum(), x)
-    return g
+        y = metric.lam(x).log().sum()
+        # a lambda that does not depend on x (euclidean: ones) has no graph to x, and autograd raised "element 0 of
+        # tensors does not require grad" (shoot and verify_geodesic failed on the Euclidean metric): the gradient is 0
+        g = torch.autograd.grad(y, x, allow_unused=True)[0] if y.requires_grad else None
+    return torch.zeros_like(x) if g is None else g
 
 def geodesic_rhs(x, v, metric: Metric) -> torch.Tensor:
     "Acceleration of a conformal geodesic: -(grad log lam . v) v + 1/2 |v|^2 grad log lam  (Supp. F.7)."
@@ -605,7 +624,13 @@ def shoot(x0, v0, metric: Metric, n_steps: int = 256, t1: float = 1.0) -> torch.
     "Integrate the conformal geodesic ODE with RK4 from (x0, v0) (B, D) over [0, t1]; returns (B, n_steps+1, D)."
     n_steps = check_int(n_steps, "n_steps", 1)
     x, v = torch.as_tensor(x0, dtype=torch.float64).clone(), torch.as_tensor(v0, dtype=torch.float64).clone()
-    if x.ndim == 1: x, v = x[None], v[None]
+    if x.ndim == 1 and v.ndim == 1: x, v = x[None], v[None]
+    if x.ndim != 2 or x.shape != v.shape:
+        raise ValueError(f"x0 and v0 must both be (B, D) (or (D,)) of the same shape, got {tuple(x.shape)} and "
+                         f"{tuple(v.shape)}")
+    try: t1_ok = not isinstance(t1, bool) and math.isfinite(t1)
+    except TypeError: t1_ok = False
+    if not t1_ok: raise ValueError(f"t1 must be a finite number, got {t1!r}")
     h = t1 / n_steps
     out = [x]
     f = lambda x, v: (v, geodesic_rhs(x, v, metric))
@@ -628,8 +653,8 @@ def verify_geodesic(path, metric: Metric,
     B, N, D = path.shape
     T = N - 1
     if T < 3: raise ValueError("verify_geodesic needs T >= 3 segments")
-    w = T if window is None else int(window)
-    if not 1 <= w <= T: raise ValueError(f"window must be in [1, T={T}], got {window!r}")
+    w = T if window is None else check_int(window, "window", 1, T, req=f"in [1, T={T}] (an integer)")  # 2.5 was cut
+    n_sub = check_int(n_sub, "n_sub", 1)                                                        # to 2, True read 1
     starts = list(range(0, T - w + 1, w))
     v = torch.empty(B, len(starts), D, dtype=path.dtype)
     for j, i in enumerate(starts):   # 2nd-order velocity estimates: one-sided at t=0, central inside
@@ -657,10 +682,22 @@ def riemannian_speed(path, metric: Metric) -> torch.Tensor:
 # %% ../../nbs/p11_ebm_geometry/02_geodesics.ipynb #bda9b017
 def turning_angle(path) -> torch.Tensor:
     "Total turning angle sum_i angle(dx_i, dx_{i+1}) of paths (B, T+1, D), radians; (B,)."
+    # a zero-length segment (a repeated point) has no direction: it is skipped, the angle is taken between the moving
+    # segments either side of it, and a path that never moves (x0 == x1 on a line) turns by 0. Before, each such
+    # segment added pi/2 in float64 (0/1e-300 = 0) and made the sum NaN in float32 (1e-300 underflows to 0)
     path = _check_path(path)
     d = path[:, 1:] - path[:, :-1]
+    moves = d.ne(0).any(-1)                                                     # (B, T)
+    if not moves.all():                                 # each segment -> the last moving one at or before it (else
+        ar = torch.arange(d.shape[1], device=d.device).expand_as(moves)         # the first moving one)
+        last = torch.where(moves, ar, -1).cummax(-1).values
+        first = torch.where(moves, ar, d.shape[1] - 1).amin(-1, keepdim=True)
+        idx = torch.where(last < 0, first.expand_as(last), last)
+        d = d.gather(1, idx[..., None].expand_as(d))
     c = (d[:, 1:] * d[:, :-1]).sum(-1) / (d[:, 1:].norm(dim=-1) * d[:, :-1].norm(dim=-1)).clamp_min(1e-300)
-    return torch.arccos(c.clamp(-1, 1)).sum(-1)
+    a = torch.arccos(c.clamp(-1, 1))
+    if not moves.all(): a = torch.where(idx[:, 1:] == idx[:, :-1], torch.zeros_like(a), a)   # no turn within a stop
+    return a.sum(-1)
 
 def path_stats(path, metric: Metric | None = None, log_density=None) -> dict[str, torch.Tensor]:
     "Length, energy, curvature, speed variation and density along paths (B, T+1, D); each entry (B,)."
@@ -671,7 +708,12 @@ def path_stats(path, metric: Metric | None = None, log_density=None) -> dict[str
         out["energy"] = path_energy(path, metric)
         if metric.conformal:
             s = riemannian_speed(path, metric)
-            out["speed_cv"] = s.std(-1) / s.mean(-1)
+            # one segment has a constant speed by definition (torch's std of one value is NaN, with a warning), and a
+            # path that never moves (x0 == x1 on a line) has speed 0 throughout: both read cv = 0, not NaN
+            if s.shape[1] == 1: out["speed_cv"] = torch.zeros_like(s[:, 0])
+            else:
+                sd, mu = s.std(-1), s.mean(-1)
+                out["speed_cv"] = torch.where(mu > 0, sd / mu.where(mu > 0, torch.ones_like(mu)), torch.zeros_like(mu))
     if log_density is not None:
         B, N, D = path.shape
         lp = log_density(path.reshape(-1, D)).reshape(B, N)

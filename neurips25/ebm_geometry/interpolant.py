@@ -46,10 +46,14 @@ def train_interpolant(X, metric: Metric, model: Interpolant | None = None, steps
     X = torch.as_tensor(X, dtype=dtype)
     if X.ndim != 2 or X.shape[1] != metric.dim or len(X) < 2:
         raise ValueError(f"X must be (n >= 2, {metric.dim}), got {tuple(X.shape)}")
+    steps = check_int(steps, "steps", 0)          # < 0 returned the untrained model silently (0: no training)
+    batch = check_int(batch, "batch", 1)          # 0 gave a NaN loss ("loss is NaN/inf at step 1")
+    if not torch.isfinite(X).all(): raise ValueError("X contains NaN or inf")
     if X1 is not None:
         X1 = torch.as_tensor(X1, dtype=dtype)
         if X1.ndim != 2 or X1.shape[1] != metric.dim or len(X1) < 1:
             raise ValueError(f"X1 must be (n >= 1, {metric.dim}), got {tuple(X1.shape)}")
+        if not torch.isfinite(X1).all(): raise ValueError("X1 contains NaN or inf")
     dev = get_device("auto") if device is None else torch.device(device)
     torch.manual_seed(seed)
     g = torch.Generator().manual_seed(seed)

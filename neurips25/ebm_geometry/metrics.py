@@ -164,11 +164,19 @@ def softplus_floor(u: torch.Tensor,   # the affine energy alpha E + beta
                   ) -> torch.Tensor:
     ("The smooth floor floor + s log(1 + exp((u - floor)/s)): ~u above the floor, ~floor below, floor + s ln 2 at u = "
      "floor.")
+    _check_smooth(smooth)
     return floor + torch.nn.functional.softplus(u - floor, beta=1.0 / smooth)
+
+def _check_smooth(smooth):
+    "s must be a positive finite width: 0 divided by zero, s < 0 bent the curve *below* the floor (silently)."
+    try: ok = not isinstance(smooth, bool) and math.isfinite(smooth) and smooth > 0
+    except TypeError: ok = False
+    if not ok: raise ValueError(f"smooth must be a positive finite number, got {smooth!r}")
 
 def softplus_floor_inverse(lam: float, floor: float, smooth: float) -> float:
     "The u with softplus_floor(u, floor, smooth) = lam (lam > floor)."
     if not lam > floor: raise ValueError(f"lambda must be above the floor {floor}, got {lam}")
+    _check_smooth(smooth)
     y = (lam - floor) / smooth                       # u = floor + s log(e^y - 1) = floor + s (y + log(1 - e^-y))
     return floor + smooth * (y + math.log(-math.expm1(-y)))
 
@@ -216,7 +224,9 @@ def calibration_sets(X: torch.Tensor, n_pairs: int = 500, seed: int = 0) -> tupl
     "S_M = endpoints of random data pairs, S_Mbar = their straight-line midpoints (Supp. C.1)."
     X = torch.as_tensor(X)
     if X.ndim != 2 or X.shape[0] < 2: raise ValueError(f"X must be (n >= 2, D), got {tuple(X.shape)}")
-    g = torch.Generator().manual_seed(seed)
+    if not torch.isfinite(X).all(): raise ValueError("X contains NaN or inf")   # gave NaN calibration points
+    n_pairs = check_int(n_pairs, "n_pairs", 1)    # 0 gave empty sets, -1 and 2.5 failed inside torch.randint
+    g = torch.Generator().manual_seed(check_int(seed, "seed"))
     i, j = torch.randint(X.shape[0], (2, n_pairs), generator=g)
     return torch.cat([X[i], X[j]]), (X[i] + X[j]) / 2
 
@@ -302,7 +312,9 @@ def land_h(X: torch.Tensor, sigma: float = 1.0, chunk: int = 4096) -> Callable:
     "The LAND local-variance function h: x (m, D) -> (m, D), differentiable."
     Xt = torch.as_tensor(X)
     if Xt.ndim != 2 or Xt.shape[0] == 0: raise ValueError(f"X must be a non-empty (n, D) array, got {tuple(Xt.shape)}")
+    if not torch.isfinite(Xt).all(): raise ValueError("X contains NaN or inf")   # h was NaN everywhere
     if not sigma > 0: raise ValueError(f"sigma must be positive, got {sigma}")
+    chunk = check_int(chunk, "chunk", 1)        # chunk < 0 skipped the loop: h = 0 everywhere, silently
     def h(x):
         # by matrix products, not an (m, c, D) difference tensor (7-17x faster with its gradient):
         # sum_i w_i (x_ij - x_j)^2 = (w @ X^2)_j - 2 x_j (w @ X)_j + x_j^2 sum_i w_i

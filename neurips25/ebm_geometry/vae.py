@@ -8,6 +8,7 @@ import torch
 from torch import nn
 import torch.nn.functional as F
 from ..core import get_device, progress
+from ..core import check_int
 
 
 # %% auto #0
@@ -65,6 +66,8 @@ class DigitsVAE(nn.Module):
 def train_vae(images, channels: int = 2, steps: int = 1500, batch: int = 128, lr: float = 2e-3, beta: float = 1.0,
               seed: int = 0, device=None) -> tuple[DigitsVAE, list]:
     "Train `DigitsVAE` on images (n, 8, 8) in [0, 1] by the negative ELBO; returns (model, losses per image)."
+    steps = check_int(steps, "steps", 0)          # < 0 returned an untrained model silently (0: no training)
+    batch = check_int(batch, "batch", 1)          # 0 gave "VAE loss is NaN/inf at step 1"
     X = torch.as_tensor(np.asarray(images), dtype=torch.float32)
     if X.ndim != 3 or X.shape[1:] != (8, 8) or len(X) < 2:
         raise ValueError(f"images must have shape (n >= 2, 8, 8), got {tuple(X.shape)}")
@@ -101,7 +104,7 @@ def frechet_distance(A, B) -> float:
         raise ValueError(f"need >= 2 samples each with equal feature sizes, got {A.shape} and {B.shape}")
     if not (np.isfinite(A).all() and np.isfinite(B).all()): raise ValueError("features contain NaN or inf")
     ma, mb = A.mean(0), B.mean(0)
-    Sa, Sb = np.cov(A, rowvar=False), np.cov(B, rowvar=False)
+    Sa, Sb = np.atleast_2d(np.cov(A, rowvar=False)), np.atleast_2d(np.cov(B, rowvar=False))   # d = 1: np.cov is 0-D
     covmean = linalg.sqrtm(Sa @ Sb)
     covmean = covmean.real if np.iscomplexobj(covmean) else covmean
     return float(((ma - mb) ** 2).sum() + np.trace(Sa + Sb - 2 * covmean))
@@ -111,6 +114,10 @@ def slerp_path(x0, x1, T: int = 64) -> torch.Tensor:
     x0, x1 = torch.as_tensor(x0), torch.as_tensor(x1)
     if x0.ndim != 2 or x0.shape != x1.shape:
         raise ValueError(f"x0 and x1 must both be (B, D), got {tuple(x0.shape)} and {tuple(x1.shape)}")
+    T = check_int(T, "T (segments)", 1)           # T = 0 gave one point, T = -1 an empty path
+    if not x0.is_floating_point(): x0 = x0.to(torch.get_default_dtype())   # torch's norm refuses integers
+    if not x1.is_floating_point(): x1 = x1.to(torch.get_default_dtype())
+    if not (torch.isfinite(x0).all() and torch.isfinite(x1).all()): raise ValueError("x0 and x1 contain NaN or inf")
     n0, n1 = x0.norm(dim=-1, keepdim=True), x1.norm(dim=-1, keepdim=True)
     if (n0 == 0).any() or (n1 == 0).any(): raise ValueError("slerp needs non-zero endpoints")
     u0, u1 = x0 / n0, x1 / n1
