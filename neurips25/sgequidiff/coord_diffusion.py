@@ -26,7 +26,8 @@ __all__ = ['METRICS', 'MODES', 've_sigmas', 'WyckoffCosets', 'wyckoff_cosets', '
 def ve_sigmas(T: int = 1000, sigma_min: float = 0.002, sigma_max: float = 0.5) -> np.ndarray:
     "sigma_t = sigma_min (sigma_max/sigma_min)^((t-1)/(T-1)), t = 1..T (fractional units)."
     check_int(T, 'T', 2)
-    if not 0 < sigma_min < sigma_max: raise ValueError(f"need 0 < sigma_min < sigma_max, got {sigma_min}, {sigma_max}")
+    if not (0 < sigma_min < sigma_max and np.isfinite(sigma_max)):
+        raise ValueError(f"need 0 < sigma_min < sigma_max < inf, got {sigma_min}, {sigma_max}")
     return sigma_min * (sigma_max / sigma_min) ** (np.arange(T) / (T - 1))
 
 # %% ../../nbs/p05_sgequidiff/06a_coordinate_diffusion.ipynb #0f2e6e39
@@ -146,6 +147,9 @@ def make_batch(designs: list,           # [(sg, lattice (6,), wyckoff indices, e
             raise ValueError(f"design {b}: lattice must be 6 finite numbers (a, b, c, alpha, beta, gamma), got {lat}")
         try: lattice_matrix(la)           # finite, lengths > 0, angles in (0, 180) that close a cell of positive volume
         except ValueError as e: raise ValueError(f"design {b}: {e}") from None
+        if any(not float(v).is_integer() for v in list(W) + list(E)):    # int() truncated 1.7 to Wyckoff index 1
+            raise ValueError(f"design {b}: Wyckoff indices and element tokens must be integers, got {list(W)}, "
+                             f"{list(E)}")
         if any(not 0 <= int(e) < 98 for e in E):
             raise ValueError(f"design {b}: element tokens must be in 0..97 (Z - 1), got {list(E)}")
         sgs.append(sg)
@@ -311,6 +315,9 @@ class ScoreNorm:
                  metric: str = "invariant",
                  device="cpu"):     # torch device that computes a missing table (the model's at training time)
         _metric_of(1, metric)
+        if not (0 < sigma_min < sigma_max and np.isfinite(sigma_max)):   # np.interp needs an increasing grid
+            raise ValueError(f"ScoreNorm needs 0 < sigma_min < sigma_max < inf, got {sigma_min}, {sigma_max}")
+        check_int(n_grid, "n_grid (points of the sigma grid)", 1)
         self.grid = np.geomspace(sigma_min, sigma_max, n_grid)
         self.n_mc, self.K, self.seed = n_mc, K, seed
         self.metric, self.device = metric, device
@@ -332,6 +339,12 @@ class ScoreNorm:
         "s_bar per atom (n,)."
         sg, w, sigma = np.asarray(sg), np.asarray(w), np.asarray(sigma, float)
         if not (sigma > 0).all(): raise ValueError("sigma must be positive")
+        if sg.ndim != 1 or w.shape != sg.shape or sigma.shape != sg.shape:
+            raise ValueError(f"sg, w and sigma must be 1-D arrays of one length, got {sg.shape}, {w.shape}, "
+                             f"{sigma.shape}")
+        if len(sg) and (sg.dtype.kind not in "iu" or w.dtype.kind not in "iu" or (sg < 1).any() or (sg > 230).any()
+                        or (w < 0).any() or (w > 99).any()):        # the key sg * 100 + w: w = 100 read group sg + 1
+            raise ValueError(f"sg must be integers 1..230 and w Wyckoff indices 0..99, got {sg.tolist()}, {w.tolist()}")
         out = np.empty(len(sg))
         code = sg.astype(np.int64) * 100 + w
         for c in np.unique(code):
@@ -535,6 +548,17 @@ def pc_sample(model: CoordScoreModel, batch: AsuBatch,
               progress_bar=None,                # optional callable wrapping the step iterator
              ) -> np.ndarray:
     "ASU coordinates (n, 3) drawn by the reverse VE predictor-corrector sampler, projected onto the Wyckoff subspaces."
+    sa = np.asarray(sigmas)
+    if sa.ndim != 1 or not len(sa) or sa.dtype.kind not in "iuf" or not np.isfinite(sa).all() or (sa <= 0).any() \
+            or (np.diff(sa) < 0).any():
+        raise ValueError("sigmas must be a non-empty increasing 1-D array of positive finite noise levels (the VE "
+                         f"schedule, e.g. ve_sigmas), got {sa if sa.size <= 6 else sa.shape}")
+    if isinstance(snr, (bool, np.bool_)) or not isinstance(snr, (int, float, np.integer, np.floating)) \
+            or not (np.isfinite(snr) and snr >= 0):
+        raise ValueError(f"snr must be a finite number >= 0, got {snr!r}")
+    check_int(n_corrector, "n_corrector (Langevin steps per noise level)", 0)
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng must be a numpy Generator (np.random.default_rng(seed)), got {type(rng).__name__}")
     check_metric_match(batch, norm)
     plain = model.plain
     C = batch.C

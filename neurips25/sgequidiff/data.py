@@ -282,6 +282,11 @@ def random_crystal(rng: np.random.Generator,   # random generator
                    max_tries: int = 50,
                   ) -> AsymCrystal:
     "A random crystal of group sg (NB1 recipe; synthetic)."
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng must be a numpy Generator (np.random.default_rng(seed)), got {type(rng).__name__}")
+    if not (np.isfinite(vol_per_atom) and vol_per_atom > 0):          # <= 0 or NaN: NaN lengths, an unclear error
+        raise ValueError(f"vol_per_atom must be a positive finite number (Å^3), got {vol_per_atom}")
+    if not len(elements): raise ValueError("elements must name at least one element")
     for _ in range(200):
         g = int(rng.integers(1, 231)) if sg is None else check_sg(sg)
         G = space_group(g)
@@ -296,6 +301,8 @@ def matched_random_crystal(
     ref: AsymCrystal, rng: np.random.Generator, min_dist: float = 0.5, max_tries: int = 50
 ) -> AsymCrystal:
     "A random crystal with the reference's group, number of sites, element set and volume per atom (baseline)."
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng must be a numpy Generator (np.random.default_rng(seed)), got {type(rng).__name__}")
     G = ref.group
     n = ref.n_sites
     letters = _draw_wyckoffs(G, n, rng, exact=True)
@@ -312,6 +319,11 @@ def perturbed_structure(
     ("A copy of Structure s with Gaussian noise on fractional coordinates, relative noise on lengths, noise on angles "
      "(degrees).")
     from pymatgen.core import Structure, Lattice
+    for v, name in ((sigma_frac, "sigma_frac"), (sigma_len, "sigma_len"), (sigma_ang, "sigma_ang")):
+        if not (np.isfinite(v) and v >= 0):                          # NaN: a structure of NaN coordinates, silently
+            raise ValueError(f"perturbed_structure: {name} must be a finite number >= 0, got {v}")
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng must be a numpy Generator (np.random.default_rng(seed)), got {type(rng).__name__}")
     p = np.array(s.lattice.parameters)
     p[:3] *= 1 + sigma_len * rng.standard_normal(3)
     p[3:] += sigma_ang * rng.standard_normal(3)

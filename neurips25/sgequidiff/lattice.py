@@ -76,6 +76,10 @@ class LatticeGrid:
         for r in (self.length_range, self.angle_range):
             if not (len(r) == 2 and np.isfinite(r).all() and r[0] < r[1]):
                 raise ValueError(f"a range must be (low, high) with low < high, got {r}")
+        if self.length_range[0] <= 0:                        # a grid over negative lengths decodes impossible cells
+            raise ValueError(f"length_range must lie in (0, inf) Å, got {self.length_range}")
+        if self.angle_range[0] <= 0 or self.angle_range[1] >= 180:
+            raise ValueError(f"angle_range must lie in (0, 180) degrees, got {self.angle_range}")
         if int(self.n_bins) != self.n_bins or self.n_bins < 2:
             raise ValueError(f"n_bins must be an integer >= 2, got {self.n_bins}")
         if int(self.n_telescopes) != self.n_telescopes or self.n_telescopes < 1:
@@ -130,6 +134,8 @@ class LatticeGrid:
 # %% ../../nbs/p05_sgequidiff/01_lattice.ipynb #10228aea
 def gamma_interval(alpha: float, beta: float, angle_range: tuple = ANGLE_RANGE) -> tuple[float, float]:
     "[|alpha - beta|, alpha + beta] clipped to the angle range (degrees)."
+    if not (np.isfinite(alpha) and np.isfinite(beta)):              # NaN gave the interval (nan, nan)
+        raise ValueError(f"alpha and beta must be finite angles in degrees, got {alpha}, {beta}")
     lo, hi = max(abs(alpha - beta), angle_range[0]), min(alpha + beta, angle_range[1])
     if lo > hi:
         raise ValueError(f"no valid gamma for alpha={alpha}, beta={beta}: [|alpha - beta|, alpha + beta] = "
@@ -170,6 +176,8 @@ def sample_lattice(sg: int,                         # space group (sets the ties
     "Draw a Bravais-valid lattice autoregressively on the telescoping grid."
     sg = check_sg(sg)
     rng = np.random.default_rng() if rng is None else rng
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng must be a numpy Generator (np.random.default_rng) or None, got {type(rng).__name__}")
     if not temperature > 0: raise ValueError(f"temperature must be positive, got {temperature}")
     n, r = grid.n_bins, grid.ranges()
     spec = bravais_spec(sg)
@@ -191,7 +199,11 @@ def sample_lattice(sg: int,                         # space group (sets the ties
             z = np.zeros(n) if logits_fn is None else np.asarray(logits_fn(i, level, params.copy()), float)
             if z.shape != (n,): raise ValueError(f"logits_fn must return shape ({n},), got {z.shape}")
             m = lo_mask if level == 0 else (mask[idx[i, 0]] if grid.n_telescopes == 2 else np.ones(n, bool))
-            ls = _log_softmax(np.where(m, z / temperature, -np.inf))
+            zm = np.where(m, z / temperature, -np.inf)
+            if np.isnan(zm).any() or np.isposinf(zm).any() or not np.isfinite(zm).any():
+                raise ValueError(f"logits_fn (parameter {PARAMS[i]}, level {level}) must return finite logits "
+                                 "(-inf forbids a bin) with at least one allowed bin finite")
+            ls = _log_softmax(zm)
             k = rng.choice(n, p=np.exp(ls))
             idx[i, level] = k
             lp[i, level] = ls[k]

@@ -15,12 +15,20 @@ __all__ = ['COV_CUTOFFS', 'structure_validity', 'smact_validity', 'structure_fin
            'unique_mask', 'novel_mask', 'spacegroup_of', 'sg_preservation', 'evaluate']
 
 # %% ../../nbs/p05_sgequidiff/04_metrics.ipynb #08a7e4d6
+def _finite(s) -> bool:
+    "True if a Structure's fractional coordinates and lattice are all finite."
+    return bool(np.isfinite(s.frac_coords).all() and np.isfinite(s.lattice.matrix).all())
+
 def structure_validity(s, cutoff: float = 0.5, min_volume: float = 0.1,
                        self_images: bool = False,  # also require each atom >= cutoff from its own periodic images
                                                    # (stricter than CDVAE, which checks distinct atoms only)
                       ) -> bool:
     "CDVAE: distances between distinct atoms (minimum image) >= cutoff Å and volume >= min_volume Å^3."
     if len(s) == 0: raise ValueError("structure_validity needs a structure with at least one site, got an empty one")
+    for v, name in ((cutoff, "cutoff"), (min_volume, "min_volume")):   # NaN compared False: every cell was valid
+        if not isinstance(v, (int, float, np.integer, np.floating)) or isinstance(v, (bool, np.bool_)) \
+                or not (np.isfinite(v) and v >= 0):
+            raise ValueError(f"structure_validity: {name} must be a finite number >= 0, got {v!r}")
     if not (np.isfinite(s.frac_coords).all() and np.isfinite(s.lattice.matrix).all()):
         raise ValueError("structure_validity: the structure has NaN or infinite coordinates or lattice")
     if s.volume < min_volume: return False
@@ -98,7 +106,9 @@ def structure_fingerprint(s,                       # a pymatgen Structure
             warnings.simplefilter("ignore")
             if not use_symmetry: return np.mean([fp.featurize(s, i) for i in range(len(s))], 0)
             import spglib
-            ds = spglib.get_symmetry_dataset((s.lattice.matrix, s.frac_coords, s.atomic_numbers), symprec=1e-3)
+            # spglib segfaults on NaN/inf input: such a structure takes the per-site path (as use_symmetry=False)
+            ds = spglib.get_symmetry_dataset((s.lattice.matrix, s.frac_coords, s.atomic_numbers), symprec=1e-3) \
+                if _finite(s) else None
             if ds is None: return np.mean([fp.featurize(s, i) for i in range(len(s))], 0)
             reps, cnt = np.unique(np.asarray(ds.equivalent_atoms), return_counts=True)
             return (np.array([fp.featurize(s, int(i)) for i in reps]) * cnt[:, None]).sum(0) / len(s)
@@ -137,6 +147,8 @@ def coverage(gen_struct_fp, gen_comp_fp,             # generated: fingerprints (
             ) -> dict:
     "COV-R and COV-P (CDVAE): nearest neighbours within both cutoffs; precision over all generated crystals."
     from scipy.spatial.distance import cdist
+    if np.isnan(struct_cutoff) or np.isnan(comp_cutoff) or struct_cutoff < 0 or comp_cutoff < 0:   # NaN: silent 0
+        raise ValueError(f"coverage cutoffs must be numbers >= 0, got {struct_cutoff}, {comp_cutoff}")
     gs, gc, gv = np.asarray(gen_struct_fp, float), np.asarray(gen_comp_fp, float), np.asarray(gen_mask, bool)
     rs, rc = np.asarray(ref_struct_fp, float), np.asarray(ref_comp_fp, float)
     if len(gs) == 0 or len(rs) == 0: raise ValueError("coverage needs at least one generated and one reference crystal")
@@ -162,6 +174,8 @@ def _wdist(gen: list, ref: list, n_max: int, rng: np.random.Generator | None, f)
         raise ValueError("wdist: None entries (failed samples) must be dropped first")
     check_int(n_max, 'wdist: n_max (the most generated crystals compared)', 1)
     rng = np.random.default_rng(0) if rng is None else rng
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"wdist: rng must be a numpy Generator or None, got {type(rng).__name__}")
     g = gen if len(gen) <= n_max else [gen[i] for i in rng.choice(len(gen), n_max, replace=False)]
     return float(wasserstein_distance([f(s) for s in g], [f(s) for s in ref]))
 
@@ -205,9 +219,16 @@ def match_rate_rmse(preds: list, gts: list,
 def _same(sm, a, b) -> bool:
     return a.composition.reduced_composition == b.composition.reduced_composition and sm.fit(a, b)
 
+def _check_matchable(structs: list, name: str):
+    "StructureMatcher fails deep inside scipy on NaN coordinates: one clear error naming the structure instead."
+    for i, s in enumerate(structs):
+        if s is None: raise ValueError(f"{name}[{i}] is None: drop failed samples first")
+        if not _finite(s): raise ValueError(f"{name}[{i}] has NaN or infinite coordinates or lattice")
+
 def unique_mask(structs: list, matcher=None) -> np.ndarray:
     "True for the first member of each StructureMatcher class (uniqueness = mean of the mask)."
     from pymatgen.analysis.structure_matcher import StructureMatcher
+    _check_matchable(structs, "unique_mask: structs")
     sm = matcher or StructureMatcher()
     keep = []
     reps: dict = {}
@@ -222,19 +243,32 @@ def unique_mask(structs: list, matcher=None) -> np.ndarray:
 def novel_mask(structs: list, train: list, matcher=None) -> np.ndarray:
     "True where no training structure matches (StructureMatcher, same reduced formula)."
     from pymatgen.analysis.structure_matcher import StructureMatcher
+    _check_matchable(structs, "novel_mask: structs")
+    _check_matchable(train, "novel_mask: train")
     sm = matcher or StructureMatcher()
     by = {}
     for t in train: by.setdefault(t.composition.reduced_formula, []).append(t)
     return np.array([not any(sm.fit(t, s) for t in by.get(s.composition.reduced_formula, [])) for s in structs], bool)
 
+def _check_symprec(symprec, who: str) -> float:
+    "spglib segfaults on a NaN or negative symprec: a clear error instead."
+    if isinstance(symprec, (bool, np.bool_)) or not isinstance(symprec, (int, float, np.integer, np.floating)) \
+            or not (np.isfinite(symprec) and symprec > 0):
+        raise ValueError(f"{who}: symprec must be a positive finite number (Å), got {symprec!r}")
+    return symprec
+
 def spacegroup_of(s, symprec: float = 0.1) -> int:
-    "spglib space-group number (0 if spglib fails)."
+    ("spglib space-group number (0 if spglib fails, and for an empty structure or one with NaN/inf coordinates, "
+     "which spglib cannot analyse).")
     import spglib
+    _check_symprec(symprec, "spacegroup_of")
+    if len(s) == 0 or not _finite(s): return 0                  # spglib segfaults on NaN; an empty cell has no group
     ds = spglib.get_symmetry_dataset((s.lattice.matrix, s.frac_coords, s.atomic_numbers), symprec=symprec)
     return 0 if ds is None else int(ds.number)
 
 def sg_preservation(structs: list, requested, symprec: float = 0.1) -> float:
     "Fraction of structures whose spglib space group (at symprec) equals the requested one."
+    _check_symprec(symprec, "sg_preservation")
     requested = np.asarray(requested)
     if len(requested) != len(structs) or not structs:
         raise ValueError("one requested group per (non-empty) structure list")
@@ -257,8 +291,15 @@ def evaluate(gen: list,                       # generated Structures (None for a
     "Every proxy metric of a generated set against a reference set (CDVAE/DiffCSP protocol)."
     if dataset not in COV_CUTOFFS: raise ValueError(f"unknown dataset {dataset!r}: one of {sorted(COV_CUTOFFS)}")
     if not gen or not ref: raise ValueError("evaluate needs non-empty generated and reference sets")
+    if requested_sg is not None:                # zip would silently drop the samples past a short list
+        req = np.asarray(requested_sg)
+        if req.shape != (len(gen),):
+            raise ValueError(f"requested_sg must have one space group per generated crystal ({len(gen)}), "
+                             f"got shape {req.shape}")
+        if req.dtype.kind not in "iu" or ((req < 1) | (req > 230)).any():
+            raise ValueError(f"requested_sg must be integers 1..230, got {req.tolist()}")
     built = [s for s in gen if s is not None]
-    finite = lambda s: len(s) > 0 and np.isfinite(s.frac_coords).all() and np.isfinite(s.lattice.matrix).all()
+    finite = lambda s: len(s) > 0 and _finite(s)
     sv = np.array([s is not None and finite(s) and structure_validity(s) for s in gen])  # a NaN sample is invalid, not
                                                                                          # an error
     cv = np.array([s is not None and smact_validity(s) for s in gen])

@@ -9,11 +9,11 @@ import numpy as np
 import torch
 
 from ..core import CACHE_PATH, DATA_PATH, cache_key, cache_enabled, get_device, progress, _atomic_write_bytes, check_int
-from .symmetry import space_group
+from .symmetry import space_group, _check_tol
 from .lattice import LatticeGrid, LENGTH_RANGES
 from .representation import (AsymCrystal, SymmetryError, origin_shift,
                                                  standard_setting as to_standard)
-from .sg_prior import SpaceGroupPrior, element_token, element_symbols
+from .sg_prior import SpaceGroupPrior, element_token, element_symbols, check_sg_tensor
 from .lattice_model import LatticeSampler
 from .wyckoff_model import WyckoffTransformer
 from .data import random_crystal, load_mp20
@@ -694,7 +694,7 @@ class SGEquiDiff:
         sg = (
             d["sg"].sample(n, gen, temperature, self.allowed)
             if sgs is None
-            else torch.as_tensor(np.asarray(sgs)).long()
+            else check_sg_tensor(np.asarray(sgs))          # .long() alone truncated 225.7 to 225 without a word
         )
         if len(sg) != n: raise ValueError(f"sgs must have {n} entries, got {len(sg)}")
         lp = d["sg"].log_prob(sg).cpu().numpy()
@@ -763,6 +763,7 @@ def train_sgequidiff(data: CrystalSet,                        # training crystal
 def ops_preserved(structure, sg: int, tol: float = 1e-4) -> bool:
     "True if every operation of space group sg maps the structure onto itself (fractional max-norm tolerance)."
     G = space_group(sg)
+    _check_tol(tol, "ops_preserved")                                  # NaN: every structure failed silently
     X = np.asarray(structure.frac_coords)
     Z = np.asarray(structure.atomic_numbers)
     imgs = np.mod(np.einsum("gij,nj->gni", G.A, X) + G.t[:, None], 1.0)              # (|G|, n, 3)
@@ -773,6 +774,7 @@ def ops_preserved(structure, sg: int, tol: float = 1e-4) -> bool:
 def symmetry_report(samples: list, symprec: float = 0.01) -> dict:
     "Arrays over samples: requested, found (spglib, 0: none), kept, ops_preserved, supergroup (accidental), fractions."
     from neurips25.sgequidiff.metrics import spacegroup_of
+    if not len(samples): raise ValueError("symmetry_report needs at least one sample (fractions of none are NaN)")
     req = np.array([s.sg for s in samples])
     found = np.array([spacegroup_of(s.structure, symprec) for s in samples])
     ops = np.array([ops_preserved(s.structure, s.sg) for s in samples])

@@ -16,6 +16,12 @@ __all__ = ['ORIGIN_CHOICE_2', 'SymmetryError', 'AsymCrystal', 'from_structure', 
 class SymmetryError(ValueError):
     "A structure cannot be put into (or rebuilt from) the asymmetric-unit representation."
 
+def _check_min_dist(min_dist, who: str):
+    "A NaN min_dist compared False: overlapping atoms passed without a word."
+    if not isinstance(min_dist, (int, float, np.integer, np.floating)) or isinstance(min_dist, (bool, np.bool_)) \
+            or not (np.isfinite(min_dist) and min_dist >= 0):
+        raise ValueError(f"{who}: min_dist must be a finite number >= 0 (Å), got {min_dist!r}")
+
 @dataclass(frozen=True, eq=False)
 class AsymCrystal:
     "A crystal as SGEquiDiff models it: space group, conventional lattice, and Wyckoff/element/coordinate per ASU atom."
@@ -76,6 +82,7 @@ class AsymCrystal:
         ("The full conventional cell as a pymatgen Structure: pyxtal's setting (origin choice 2 for ORIGIN_CHOICE_2) "
          "by default.")
         from pymatgen.core import Structure, Lattice
+        _check_min_dist(min_dist, "to_structure")
         G = self.group
         species, frac = [], []
         for L, e, x in zip(self.wyckoffs, self.elements, self.coords):
@@ -132,6 +139,7 @@ def from_structure(structure,               # a pymatgen Structure (ordered)
     if not (np.isfinite(symprec) and symprec > 0):
         raise ValueError(f"symprec must be a positive finite number, got {symprec}")
     if not np.isfinite(angle_tolerance): raise ValueError(f"angle_tolerance must be finite, got {angle_tolerance}")
+    _check_min_dist(min_dist, "from_structure")
     if len(structure) == 0: raise ValueError("from_structure needs a structure with at least one site")
     if not (np.isfinite(structure.frac_coords).all() and np.isfinite(structure.lattice.matrix).all()):
         raise ValueError(

@@ -6,7 +6,7 @@ import warnings
 from functools import lru_cache
 import numpy as np
 
-from ..core import get_device, progress
+from ..core import get_device, progress, check_int
 
 # %% auto #0
 __all__ = ['DIATOMIC', 'chgnet_model', 'chgnet_energy', 'elemental_references', 'ProxyHull', 'build_hull', 'e_hull_proxy',
@@ -23,6 +23,7 @@ def chgnet_model(device: str = "auto"):
 
 def chgnet_energy(structs: list, batch_size: int = 16, device: str = "auto") -> np.ndarray:
     "CHGNet static energy per atom (eV/atom) of each structure."
+    check_int(batch_size, "batch_size", 1)                            # <= 0: an empty result or range()'s error
     if not len(structs): return np.zeros(0)
     m = chgnet_model(device)
     out = []

@@ -148,6 +148,13 @@ def apply_ops(G: SpaceGroup, x: np.ndarray) -> np.ndarray:
     x = _check_points(x)
     return np.mod(np.einsum("gij,nj->ngi", G.A, x) + G.t[None], 1.0)
 
+def _check_tol(tol, who: str) -> float:
+    "A NaN or non-positive tolerance matched no two points: orbit kept all |G| images, orbit_index never refused."
+    if not isinstance(tol, (int, float, np.integer, np.floating)) or isinstance(tol, (bool, np.bool_)) \
+            or not (np.isfinite(tol) and tol > 0):
+        raise ValueError(f"{who}: tol must be a positive finite number (fractional distance), got {tol!r}")
+    return tol
+
 def _dedup(imgs: np.ndarray, tol: float) -> np.ndarray:
     "Keep-mask of the first occurrence of each point among imgs (m, 3) under periodic distance < tol."
     d = np.abs(_wrap(imgs[:, None] - imgs[None])).max(-1) < tol
@@ -158,12 +165,14 @@ def orbit(G: SpaceGroup,              # the space group
           tol: float = 1e-4,          # periodic (fractional, max-norm) distance under which two images coincide
          ) -> np.ndarray:
     "The de-duplicated orbit {g·x mod 1} of one point, shape (m, 3), in operation order."
+    _check_tol(tol, "orbit")
     imgs = apply_ops(G, x)[0]
     return imgs[_dedup(imgs, tol)]
 
 def orbit_index(G: SpaceGroup, X: np.ndarray, tol: float = 1e-4) -> np.ndarray:
     "pi[g, i] = index j of the atom at g·x_i in the cell X (n, 3); error if X is not closed under G."
     X = _check_points(X, "X")
+    _check_tol(tol, "orbit_index")
     imgs = apply_ops(G, X)                                           # (n, g, 3)
     d = np.abs(_wrap(imgs[:, :, None] - X[None, None])).max(-1)      # (n, g, n)
     j = d.argmin(-1)
@@ -287,6 +296,7 @@ def wrapped_normal(xt: np.ndarray,      # noisy points (n, 3)
 def chi_mean(d: int) -> float:
     "E chi_d = sqrt(2) Gamma((d+1)/2) / Gamma(d/2) (0 for d = 0): the small-sigma limit of sigma * s_bar."
     from scipy.special import gammaln
+    d = check_int(d, "d (degrees of freedom)", 0)                   # -1 gave inf, 1.5 a value for no dimension
     return 0.0 if d == 0 else float(np.sqrt(2) * np.exp(gammaln((d + 1) / 2) - gammaln(d / 2)))
 
 def metric_norm(v: np.ndarray, metric=None) -> np.ndarray:

@@ -222,7 +222,8 @@ def wyckoff_sample(self, sg, lattice,                       # (B,) groups, (B, 6
     if not temperature > 0: raise ValueError(f"temperature must be positive, got {temperature}")
     sg = check_sg_tensor(sg).reshape(-1)
     lat = torch.as_tensor(np.asarray(lattice, np.float32))
-    if lat.shape != (len(sg), 6): raise ValueError(f"lattice must have shape ({len(sg)}, 6), got {tuple(lat.shape)}")
+    if lat.shape != (len(sg), 6) or not torch.isfinite(lat).all():    # NaN: torch.multinomial's "invalid" error
+        raise ValueError(f"lattice must be finite with shape ({len(sg)}, 6), got {tuple(lat.shape)}")
     dev = self.lo.device
     sg, lat = sg.to(dev), lat.to(dev)
     B = len(sg)
