@@ -418,8 +418,9 @@ def read_source(name: str,                    # a key of SOURCES
 SPLITS = ("train", "val", "test")
 
 def _check_fractions(split_fractions) -> tuple:
-    f = tuple(float(x) for x in split_fractions)
-    if len(f) != 3 or min(f) < 0 or abs(sum(f) - 1) > 1e-9 or f[0] <= 0:
+    try: f = tuple(float(x) for x in split_fractions)
+    except (TypeError, ValueError): f = ()                  # a scalar, a string, a non-number: refused just below
+    if len(f) != 3 or not np.isfinite(f).all() or min(f) < 0 or abs(sum(f) - 1) > 1e-9 or f[0] <= 0:
         raise ValueError(
             f"split_fractions must be 3 non-negative numbers (train > 0, val, test) summing to 1, got "
             f"{split_fractions!r}"
@@ -488,6 +489,7 @@ def build_corpus(records: Mapping[str, Sequence[str]],  # source name -> its rec
     fr = _check_fractions(split_fractions)
     doc_tokens = check_int(doc_tokens, "doc_tokens", 1)
     _check_tokenizer(tokenizer)
+    seed = check_int(seed, "seed", 0)                    # 1.5 was truncated to 1; -1 crashed inside numpy
     return _assemble(
         {n: pack_documents(records[n], doc_tokens, tokenizer, seed, n) for n in names}, caps, fr, doc_tokens, seed
     )
@@ -694,6 +696,7 @@ def build_minipile(sources: Sequence[str] | None = None,   # source names (None:
     fr = _check_fractions(split_fractions)
     doc_tokens = check_int(doc_tokens, "doc_tokens", 1)
     _check_tokenizer(tokenizer)
+    seed = check_int(seed, "seed", 0)
     if source_check not in SOURCE_CHECKS:
         raise ValueError(f"source_check must be one of {SOURCE_CHECKS}, got {source_check!r}")
     units = {n: get_source(n).units() for n in names}                     # raises if a package is not installed

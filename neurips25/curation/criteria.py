@@ -181,6 +181,13 @@ def _check_xc(X, C):
     xs, cs = np.shape(X), np.shape(C)
     if len(xs) != 2 or len(cs) != 2 or xs[1] != cs[1]:
         raise ValueError(f"points X must be (N, d) and centres C (k, d) with the same d, got shapes {xs} and {cs}")
+    for nm, A in (("points X", np.asarray(X)), ("centres C", np.asarray(C))):     # NaN made the greedy fill loop
+        if not np.issubdtype(A.dtype, np.number) or np.iscomplexobj(A):           # forever
+            raise ValueError(f"{nm} must be a real numeric array, got dtype {A.dtype}")
+        bad = ~np.isfinite(A).all(1)
+        if bad.any():
+            raise ValueError(f"{nm} contain NaN or inf in {int(bad.sum())} row(s), e.g. row "
+                             f"{int(np.flatnonzero(bad)[0])}")
 
 def balanced_assign(X,                 # points, shape (N, d)
                     C,                 # centres, shape (k, d), k <= N
@@ -190,6 +197,8 @@ def balanced_assign(X,                 # points, shape (N, d)
                    ) -> np.ndarray:
     "Greedy capacity-constrained assignment of X to C with cluster sizes within the bounds `sizes` sets."
     _check_xc(X, C)
+    X, C = np.asarray(X), np.asarray(C)
+    block = check_int(block, "block", 1)
     N, k = len(X), len(C)
     if not 1 <= k <= N: raise ValueError(f"need 1 <= k <= N clusters, got k={k}, N={N}")
     bounds = _size_bounds(sizes, N, k)
@@ -208,6 +217,7 @@ def balanced_assign_lp(X, C, sizes="paper") -> np.ndarray:
     from scipy.optimize import linprog
     from scipy.sparse import vstack
     _check_xc(X, C)
+    X, C = np.asarray(X), np.asarray(C)
     N, k = len(X), len(C)
     if not 1 <= k <= N: raise ValueError(f"need 1 <= k <= N clusters, got k={k}, N={N}")
     lo, hi = _size_range(sizes, N, k)
@@ -224,6 +234,9 @@ def balanced_assign_lp(X, C, sizes="paper") -> np.ndarray:
 
 def kmeans_pp_init(Z, k: int, seed: int = 0, device: str | None = None) -> np.ndarray:
     "k-means++ seeding (Arthur and Vassilvitskii 2007): each next centre drawn with probability ∝ D²; (k, d) centres."
+    check_embeddings(Z, "Z")                                           # finite real (N, d); Z keeps its own dtype
+    Z = np.asarray(Z)
+    k = check_int(k, "k (number of centres)", 1, len(Z))               # k <= 0 silently gave one centre
     if device is not None:                                             # on torch (its own generator): 10^6 points
         dev = torch.device(_device(device))
         Zt = torch.as_tensor(Z, dtype=torch.float64 if dev.type == "cpu" else torch.float32, device=dev)
@@ -283,6 +296,11 @@ def _labels(labels, n: int, name: str = "labels") -> np.ndarray:
     labels = np.asarray(labels)
     if labels.shape != (n,): raise ValueError(f"{name} must have shape ({n},), got {labels.shape}")
     if n == 0: raise ValueError(f"{name}: empty input")
+    if labels.dtype.kind in "fcO":                                  # np.unique put every NaN/None in one cluster
+        miss = np.asarray(pd.isna(labels), dtype=bool)
+        if miss.any():
+            raise ValueError(f"{name} are missing (None or NaN) for {int(miss.sum())} example(s), e.g. "
+                             f"#{int(np.flatnonzero(miss)[0])}: every example needs a cluster label")
     _, lab = np.unique(labels, return_inverse=True)
     return lab.ravel()
 
@@ -333,6 +351,12 @@ def purity(labels,    # cluster label per example, shape (N,)
     return float(np.mean(M.max(1).toarray().ravel() / np.asarray(M.sum(1)).ravel()))
 
 # %% ../../nbs/p08_curation/03_criteria.ipynb #2d209d30
+def _check_eps(eps, name: str = "eps"):
+    "`eps` unchanged if it is a finite real number >= 0 (not a bool, a string or None)."
+    if isinstance(eps, (bool, np.bool_)) or not isinstance(eps, numbers.Real) or not np.isfinite(eps) or eps < 0:
+        raise ValueError(f"{name} must be a finite number >= 0, got {eps!r}")
+    return eps
+
 def epsilon_graph(Z,                          # points, shape (N, d)
                   eps: float,                 # squared-distance threshold
                   block_elems: int = 1 << 22, # distance-block size in floats (memory: 8 × this many bytes)
@@ -342,7 +366,7 @@ def epsilon_graph(Z,                          # points, shape (N, d)
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     "Pairs i < j with ||z_i - z_j||^2 <= eps, and their squared distances (computed in row blocks)."
     Z = check_embeddings(Z)
-    if not np.isfinite(eps) or eps < 0: raise ValueError(f"eps must be a finite number >= 0, got {eps}")
+    _check_eps(eps)
     if method not in ("exact", "blocked", "ivf"):
         raise ValueError(f"method must be 'exact', 'blocked' or 'ivf', got {method!r}")
     if method == "blocked": return eps_pairs_blocked(Z, eps, max_edges=max_edges, **(method_kw or {}))
@@ -484,7 +508,7 @@ def eps_pairs_blocked(Z, eps: float,
                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     "Exact eps-graph (pairs i < j, squared distances) by blocked torch matrix products; equals epsilon_graph."
     Z = check_embeddings(Z)
-    if not np.isfinite(eps) or eps < 0: raise ValueError(f"eps must be a finite number >= 0, got {eps}")
+    _check_eps(eps)
     block_rows = check_int(block_rows, "block_rows", 1)
     dev = _device(device)
     dt = torch.float64 if dev == "cpu" else torch.float32
@@ -520,7 +544,7 @@ def eps_pairs_ivf(Z, eps: float,
      "<= 1.")
     from sklearn.cluster import KMeans
     Z = check_embeddings(Z)
-    if not np.isfinite(eps) or eps < 0: raise ValueError(f"eps must be a finite number >= 0, got {eps}")
+    _check_eps(eps)
     N = len(Z)
     n_lists = check_int(n_lists if n_lists is not None else max(1, int(round(np.sqrt(N)))), "n_lists", 1, N)
     n_probe = check_int(n_probe, "n_probe", 1, n_lists)
@@ -758,6 +782,15 @@ def _check_docs(docs: pd.DataFrame) -> list:
                 raise ValueError(f"source {s!r} has no {sp} documents: every source needs pool and held-out documents")
     return names
 
+def _embedder_fn(embedders, embed_fn):
+    "`embed_fn`, or the registry's embed_docs after checking every name (before any proxy is trained)."
+    if isinstance(embedders, str): raise ValueError(f"embedders must be a list of names, got the string {embedders!r}")
+    if len(set(embedders)) != len(embedders): raise ValueError(f"an embedder is named twice in {list(embedders)}")
+    if embed_fn is not None: return embed_fn
+    from neurips25.curation.embeddings import embed_docs, get_embedder
+    for name in embedders: get_embedder(name)                         # an unknown name failed after the proxy run
+    return embed_docs
+
 def prepare_pool(docs: pd.DataFrame,            # documents: columns source, split (train/val/...), text
                  embedders: Sequence[str],      # names of curation.embeddings.EMBEDDERS
                  proxy_kw: dict | None = None,  # arguments of curation.proxy.train_proxy (n_ctx, steps, ...)
@@ -772,8 +805,7 @@ def prepare_pool(docs: pd.DataFrame,            # documents: columns source, spl
     names = _check_docs(docs)
     texts, src = _split(docs, "train", names)
     vtexts, vsrc = _split(docs, "val", names)
-    if embed_fn is None:
-        from neurips25.curation.embeddings import embed_docs as embed_fn
+    embed_fn = _embedder_fn(embedders, embed_fn)
     pk = dict(proxy_kw or {})
     pk["checkpoints"] = sorted(set(pk.get("checkpoints", ())) | set(loss_steps))
     if amp: pk["amp"] = True
@@ -815,8 +847,7 @@ def sample_pools(docs: pd.DataFrame,            # documents: columns source, spl
     N = len(texts)
     m = int(round(fraction * N))
     if m < 2: raise ValueError(f"a {fraction} sample of {N} pool documents has {m} < 2 documents")
-    if embed_fn is None:
-        from neurips25.curation.embeddings import embed_docs as embed_fn
+    embed_fn = _embedder_fn(embedders, embed_fn)
     fixed = {}                                         # document-wise embedders: once on the whole train split
     for name in embedders:
         if not name.startswith("lm_"): fixed[name] = _embed_cached(name, texts, embed_kw, None, embed_fn, cache, amp)
@@ -877,6 +908,10 @@ def cluster_scores(embeddings: dict,            # name -> raw (N, d) embeddings 
     ("C1 (VR per checkpoint) and C3 (purity) on the same balanced k-means clusterings: one row per combination; "
      "`purity_same_sizes` is the purity of a random partition with that clustering's own cluster sizes.")
     sources = np.asarray(sources)
+    if sources.ndim != 1: raise ValueError(f"sources must be 1-D, got shape {sources.shape}")     # before any work
+    if sources.dtype.kind in "fcO" and np.asarray(pd.isna(sources), dtype=bool).any():
+        raise ValueError(f"sources are missing (None or NaN) for {int(np.asarray(pd.isna(sources), dtype=bool).sum())}"
+                         " example(s): every example needs a source label")
     N = len(sources)
     for k, v in losses.items():
         if len(v) != N: raise ValueError(f"losses {k!r} has {len(v)} values for {N} examples")
@@ -923,11 +958,14 @@ def _targets(tokenizer, texts: Sequence[str], n_ctx: int) -> np.ndarray:
 
 def _unigram_loss(tokenizer, train_texts, val_targets, val_sources, n_ctx: int, alpha: float = 1.0) -> pd.DataFrame:
     "`unigram_heldout` on held-out windows already encoded by `_targets` (C2 encodes them once per pool)."
-    if not (isinstance(alpha, numbers.Real) and alpha > 0):
-        raise ValueError(f"alpha must be a number > 0, got {alpha!r}")
+    if isinstance(alpha, (bool, np.bool_)) or not (isinstance(alpha, numbers.Real) and 0 < alpha < np.inf):
+        raise ValueError(f"alpha must be a finite number > 0, got {alpha!r}")      # inf: NaN losses
     val_sources = np.asarray(val_sources)
     if len(val_sources) != len(val_targets):
         raise ValueError(f"{len(val_targets)} held-out texts but {len(val_sources)} source labels")
+    if val_sources.dtype.kind in "fcO" and np.asarray(pd.isna(val_sources), dtype=bool).any():   # groupby drops them
+        raise ValueError(f"held-out source labels are missing (None or NaN) for "
+                         f"{int(np.asarray(pd.isna(val_sources), dtype=bool).sum())} document(s)")
     tr = _targets(tokenizer, train_texts, n_ctx)
     cnt = np.bincount(tr.ravel(), minlength=len(tokenizer)) + float(alpha)
     logp = np.log(cnt) - np.log(cnt.sum())

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..core import progress
+from ..core import progress, check_int
 import neurips25.lm as lm
 
 # %% auto #0
@@ -42,6 +42,7 @@ def check_finite(X: np.ndarray, name: str) -> np.ndarray:
 
 # %% ../../nbs/p08_curation/01_embeddings.ipynb #ab68b2a0
 def _batches(n: int, batch_size: int, desc: str):
+    batch_size = check_int(batch_size, "batch_size", 1)              # 0 or < 0 crashed inside range()/concatenate
     return progress(range(0, n, batch_size), desc=desc, total=-(-n // batch_size))
 
 def _fit_subset(fit: list[str], max_fit_docs: int, seed: int) -> list[str]:
@@ -63,6 +64,7 @@ def tfidf_embed(texts: list[str],                   # documents to embed
     "TF-IDF of character n-grams, reduced by truncated SVD to `dim` columns."
     from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.decomposition import TruncatedSVD
+    max_fit_docs = check_int(max_fit_docs, "max_fit_docs", 1)
     fit = _fit_subset(check_texts(list(fit_texts)) if fit_texts is not None else texts, max_fit_docs, seed)
     vec = TfidfVectorizer(analyzer=analyzer, ngram_range=tuple(ngram_range), max_features=max_features,
                           sublinear_tf=sublinear_tf, dtype=np.float32).fit(fit)
@@ -86,6 +88,7 @@ def hashed_ngrams_embed(texts: list[str],           # documents to embed
                        ) -> np.ndarray:
     "Signed hashed n-gram counts, log-scaled and L2-normalised (no fitting)."
     from sklearn.feature_extraction.text import HashingVectorizer
+    check_int(dim, "hashed_ngrams dim")
     if dim < 2: raise ValueError(f"hashed_ngrams dim must be at least 2, got {dim}")
     hv = HashingVectorizer(n_features=dim, analyzer=analyzer, ngram_range=tuple(ngram_range), alternate_sign=True,
                            norm=None, dtype=np.float64)
@@ -104,11 +107,15 @@ def byte_random_embed(texts: list[str],   # documents to embed
                       batch_size: int = 4096,  # documents per batch
                      ) -> np.ndarray:
     "Gaussian random projection (seeded) of each text's byte-frequency histogram."
+    dim = check_int(dim, "byte_random dim", 1)                         # 0 gave (n, 0) embeddings
     R = np.random.default_rng(seed).normal(0, 1 / np.sqrt(dim), size=(256, dim))
     out = []
     for s in _batches(len(texts), batch_size, "byte histograms"):
         bs = [t.encode("utf-8", "surrogatepass") for t in texts[s:s + batch_size]]
         lens = np.array([len(b) for b in bs])
+        if (lens == 0).any():                                            # a 0/0 histogram: NaN rows
+            raise ValueError(f"empty text(s), e.g. item {s + int(np.flatnonzero(lens == 0)[0])}: an empty document "
+                             "has no byte histogram")
         row = np.repeat(np.arange(len(bs)), lens)
         byt = np.frombuffer(b"".join(bs), dtype=np.uint8)
         H = np.bincount(row * 256 + byt, minlength=len(bs) * 256).reshape(len(bs), 256) / lens[:, None]
@@ -127,6 +134,7 @@ def lm_token_embed(texts: list[str],             # documents to embed
                   ) -> np.ndarray:
     "Mean input-token embedding over each text's tokens (paper: LM Token Embeds)."
     _need_model("lm_token", model, tokenizer)
+    if max_tokens is not None: check_int(max_tokens, "max_tokens", 1, req="None or an integer >= 1")   # -1 truncated
     E = model.get_input_embeddings().weight
     n_max = max_tokens or lm.context_length(model) - (tokenizer.bos_token_id is not None)   # the tokens lm_output pools
     out = []
@@ -147,6 +155,7 @@ def lm_hidden_embed(texts: list[str],            # documents to embed
                    ) -> np.ndarray:
     "Mean hidden state of layer `layer` over each text's tokens (<bos> and padding excluded)."
     _need_model("lm_hidden", model, tokenizer)
+    batch_size = check_int(batch_size, "batch_size", 1)
     add_bos = tokenizer.bos_token_id is not None
     return lm.hidden_states(model, tokenizer, texts, layers=[layer], batch_size=batch_size, add_bos=add_bos,
                             truncation=truncation, desc=f"LM hidden layer {layer}")[0]

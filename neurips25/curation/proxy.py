@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 import numpy as np, pandas as pd, torch
 import torch.nn.functional as F
-from ..core import cached, cache_enabled, progress
+from ..core import cached, cache_enabled, progress, check_int
 from .. import lm
 
 # %% auto #0
@@ -135,7 +135,7 @@ def train_proxy(texts: Sequence[str],         # training documents (each at leas
             pick = np.sort(np.random.default_rng(seed).choice(len(texts), tokenizer_docs, replace=False))
             fit = [texts[i] for i in pick]
         tokenizer = fit_tokenizer(fit, vocab_size)
-    ckpts = sorted({int(c) for c in checkpoints})
+    ckpts = sorted({check_int(c, "checkpoint step") for c in checkpoints})   # 1.7 was truncated to 1
     if any(not 0 < c < steps for c in ckpts): raise ValueError(f"checkpoints must lie in 1..{steps - 1}, got {ckpts}")
     data = encode_windows(tokenizer, texts, n_ctx)
     mcfg = dict(n_layer=n_layer, d_model=d_model, n_head=n_head, n_ctx=n_ctx, seed=seed, device=device)
@@ -201,7 +201,10 @@ def evaluate_docs(model, tokenizer,
                   amp: bool = False,        # bf16 autocast of the forward pass on CUDA (full profile)
                  ) -> pd.DataFrame:
     "Per document: `loss` (mean next-token NLL over its window, ℓ(x)) and `accuracy` (top-1 next-token)."
-    n_ctx = n_ctx or lm.context_length(model)
+    batch_size = check_int(batch_size, "batch_size", 1)            # < 0 returned uninitialised memory
+    n_max = lm.context_length(model)                                  # 0 fell back to it silently
+    n_ctx = n_max if n_ctx is None else check_int(n_ctx, "n_ctx", 2, n_max, req=f"None or an integer in [2, {n_max}] "
+                                                  "(the model's context)")
     enc = encode_windows(tokenizer, texts, n_ctx)
     dev = lm.model_device(model)
     was = model.training
@@ -232,6 +235,9 @@ def heldout_by_source(model, tokenizer,
     "Mean held-out loss and next-token accuracy per source (one row per source, plus n)."
     sources = np.asarray(sources)
     if len(sources) != len(texts): raise ValueError(f"{len(texts)} texts but {len(sources)} source labels")
+    if sources.dtype.kind in "fcO" and np.asarray(pd.isna(sources), dtype=bool).any():   # the groupby drops them
+        raise ValueError(f"source labels are missing (None or NaN) for "
+                         f"{int(np.asarray(pd.isna(sources), dtype=bool).sum())} document(s)")
     ev = evaluate_docs(model, tokenizer, texts, batch_size=batch_size, desc="held-out", amp=amp)
     ev["source"] = sources
     out = ev.groupby("source", sort=True).agg(loss=("loss", "mean"), accuracy=("accuracy", "mean"), n=("loss", "size"))

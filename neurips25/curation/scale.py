@@ -2,7 +2,7 @@
 
 # %% ../../nbs/p08_curation/04_scale.ipynb #ac6bb0ae
 from __future__ import annotations
-import contextlib, hashlib, json, os, random, re, time
+import contextlib, hashlib, json, numbers, os, random, re, time
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
@@ -194,7 +194,8 @@ def autocast(device, amp: bool):
 class IndexStream:
     "lm.train_lm's endless stream of seeded permutations of range(n), with a state that can be saved and restored."
     def __init__(self, n: int, batch_size: int, seed: int):
-        self.n, self.batch_size = n, batch_size
+        self.n = check_int(n, "n (number of examples)", 1)                 # n = 0 looped forever
+        self.batch_size = check_int(batch_size, "batch_size", 1)          # <= 0 gave empty batches
         self.g = torch.Generator().manual_seed(seed)
         self.buf = torch.empty(0, dtype=torch.long)
 
@@ -234,6 +235,7 @@ def train_lm_full(model,                                # a transformers causal 
                   desc: str = "train",
                  ) -> tuple[pd.DataFrame, dict]:
     "lm.train_lm with bf16 autocast and checkpoint/resume; (history, {step: untied weights} of `snapshots`)."
+    for v, nm in ((steps, "steps"), (batch_size, "batch_size"), (grad_accum, "grad_accum")): check_int(v, nm)
     if steps < 1 or batch_size < 1 or grad_accum < 1:
         raise ValueError("steps, batch_size and grad_accum must be >= 1")
     if "input_ids" not in data:
@@ -244,8 +246,15 @@ def train_lm_full(model,                                # a transformers causal 
     if "labels" not in data:
         am = data.get("attention_mask", torch.ones_like(data["input_ids"]))
         data = {**data, "labels": data["input_ids"].masked_fill(am == 0, -100)}
+    check_int(checkpoint_every, "checkpoint_every")
     if checkpoint_every < 0:
         raise ValueError(f"checkpoint_every must be >= 0, got {checkpoint_every}")
+    if stop_after is not None: check_int(stop_after, "stop_after", 0, req="None or an integer >= 0")
+    if isinstance(warmup, (bool, np.bool_)) or not isinstance(warmup, numbers.Real) or not 0 <= warmup < np.inf:
+        raise ValueError(f"warmup must be a fraction of the steps in [0, 1) or a number of steps >= 1, got {warmup!r}")
+    if grad_clip is not None and (isinstance(grad_clip, (bool, np.bool_)) or not isinstance(grad_clip, numbers.Real)
+                                  or not grad_clip >= 0):           # < 0 reversed the gradients; NaN made them NaN
+        raise ValueError(f"grad_clip must be None, 0 (both: no clipping) or a number > 0, got {grad_clip!r}")
     warm = int(round(warmup * steps)) if isinstance(warmup, float) and warmup < 1 else int(warmup)
     lm.lr_multiplier(warm, steps, warm, decay)
     dev = lm.model_device(model)
