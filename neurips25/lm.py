@@ -24,9 +24,10 @@ __all__ = ['SMOLLM2_GGUF', 'SMOLLM2_SHA256', 'MINILM_SHA256', 'SPECIAL_TOKENS', 
            'ModelNotInstalledError', 'package_dir', 'smollm2_gguf', 'minilm_dir', 'word_tokenizer',
            'train_bpe_tokenizer', 'tiny_lm', 'context_length', 'n_params', 'model_device', 'encode', 'check_token_ids',
            'set_autocast', 'amp', 'target_logits', 'body_forward', 'token_logprobs', 'target_stats', 'sequence_logprob',
-           'mean_token_loss', 'encode_options', 'score_options', 'score', 'lr_multiplier', 'make_optimizer', 'train_lm',
-           'data_hash', 'lm_key', 'untied_state_dict', 'load_untied', 'cache_lock', 'locked_cached', 'train_cached',
-           'toy_facts', 'greedy_generate', 'hidden_states', 'load_smollm2', 'chat_prompt', 'load_embedder', 'embed']
+           'mean_token_loss', 'encode_options', 'score_options', 'score', 'lr_multiplier', 'clip_norm',
+           'make_optimizer', 'train_lm', 'data_hash', 'lm_key', 'untied_state_dict', 'load_untied', 'cache_lock',
+           'locked_cached', 'train_cached', 'toy_facts', 'greedy_generate', 'hidden_states', 'load_smollm2',
+           'chat_prompt', 'load_embedder', 'embed']
 
 # %% ../nbs/03_lm.ipynb #163fe789
 class ModelNotInstalledError(DataFileError):
@@ -594,6 +595,14 @@ def _n_tokens(batch: Mapping[str, Any]) -> int:
     if ams: return int(sum(int(a.sum()) for a in ams))
     return int(sum(v.numel() for k, v in batch.items() if k.endswith("input_ids")))
 
+def clip_norm(grad_clip: float | None) -> float:
+    "The max gradient norm for `clip_grad_norm_`: None or 0 mean no clipping (inf); else a finite number > 0."
+    if grad_clip is None: return float("inf")
+    if (isinstance(grad_clip, bool) or not isinstance(grad_clip, (int, float, np.integer, np.floating))
+            or not math.isfinite(grad_clip) or grad_clip < 0):   # < 0 flips every gradient; NaN gives NaN weights
+        raise ValueError(f"grad_clip must be None, 0 (no clipping) or a finite number > 0, got {grad_clip!r}")
+    return float(grad_clip) if grad_clip > 0 else float("inf")
+
 def make_optimizer(model, lr: float, weight_decay: float = 0.01, betas=(0.9, 0.95)) -> torch.optim.AdamW:
     "AdamW with weight decay on matrices only (not on norms, biases)."
     params = {id(p): p for p in model.parameters() if p.requires_grad}.values()
@@ -638,6 +647,7 @@ def train_lm(model,                                   # a transformers causal LM
         draw = lambda: _take(data, next(stream))
     warm = int(round(warmup * steps)) if isinstance(warmup, float) and warmup < 1 else int(warmup)
     lr_multiplier(warm, steps, warm, decay)                  # validates `decay`
+    max_norm = clip_norm(grad_clip)
     dev = model_device(model)
     opt = make_optimizer(model, lr, weight_decay, betas)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_multiplier(s, steps, warm, decay, min_lr_ratio))
@@ -667,7 +677,7 @@ def train_lm(model,                                   # a transformers causal LM
                 loss.backward()
                 total += float(loss.detach())
                 tokens += _n_tokens(mb)
-            gn = torch.nn.utils.clip_grad_norm_(params, grad_clip if grad_clip else float("inf"))
+            gn = torch.nn.utils.clip_grad_norm_(params, max_norm)
             opt.step()
             sched.step()
             el = time.perf_counter() - t0

@@ -349,6 +349,7 @@ def unlearn(model,                                  # a transformers causal LM (
         check_int(v, k, 1)
     if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
         raise ValueError(f"lr must be a positive finite number, got {lr!r}")
+    max_norm = lm.clip_norm(grad_clip)                                  # < 0 would flip every gradient
     spe = max(1, math.ceil(nf / (batch_size * grad_accum)))             # steps per epoch (the forget set is the anchor)
     if steps is not None and epochs is not None: raise ValueError("give `steps` or `epochs`, not both")
     if steps is None:
@@ -427,7 +428,7 @@ def unlearn(model,                                  # a transformers causal LM (
                     total += float(loss.detach()) / grad_accum
                     tokens += _n_tokens(fb, rb, ab)
                     for k, v in logs.items(): acc[k] = acc.get(k, 0.0) + v / grad_accum
-                gn = torch.nn.utils.clip_grad_norm_(params, grad_clip if grad_clip else float("inf"))
+                gn = torch.nn.utils.clip_grad_norm_(params, max_norm)
                 if not math.isfinite(float(gn)):                            # the step would write NaN into the weights
                     raise FloatingPointError(f"{loss_fn.name}: the gradient norm is {float(gn)} at step {step + 1} "
                                              f"(lr {cur_lr:.2e}); lower lr or check the batches")
