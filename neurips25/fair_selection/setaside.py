@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .instances import Instance, GFQ, PF, FairSelectionError, check_int
+from ..core import check_int as core_check_int
 from .thresholds import (OneWayTradingThreshold, GreedyThreshold, Allocation, frac_take,
                                                  det_accept)
 from .fast import resolve_engine, set_aside_compiled
@@ -176,8 +177,8 @@ def frac_gfq_loop(values, class_sets, k: int, quotas, L: float, U: float, releas
     if not all(len(cs) for cs in class_sets):
         raise FairSelectionError("every agent needs >= 1 class (an empty class set)")
     for c in set().union(*map(set, class_sets)):               # distinct class indices: 0 <= c < M, no wrap-around
-        if isinstance(c, (bool, np.bool_)) or not isinstance(c, (int, np.integer)) or not 0 <= c < len(g.quotas):
-            raise FairSelectionError(f"class index {c!r} out of range for M = {len(g.quotas)} quotas")
+        core_check_int(c, f"class index {c!r} out of range for M = {len(g.quotas)} quotas: it", 0, len(g.quotas) - 1,
+                       FairSelectionError)             # an integer (no bool, no 1.0), 0 <= c < M
     q = [float(x) for x in quotas]
     Rsv = sum(q)
     Ks = k - Rsv
