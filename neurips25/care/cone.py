@@ -8,7 +8,7 @@ from ..core import check_int
 import torch
 import torch.nn.functional as F
 from .ct import _as_theta, _is_real
-from .operators import _filter_padded
+from .operators import _filter_padded, _tv_gradient, _check_asd, _asd_pocs_loop
 
 # %% auto #0
 __all__ = ['ConeBeam', 'cone_os_sart', 'tv_gradient_3d', 'cone_asd_pocs']
@@ -254,16 +254,7 @@ def tv_gradient_3d(x: torch.Tensor,    # (..., Z, Y, X) volumes
                    eps: float = 1e-8,  # smoothing of |∇x| at 0
                   ) -> torch.Tensor:
     "Gradient of the isotropic 3-D total variation Σ √(Δ_z² + Δ_y² + Δ_x² + ε) (forward differences, replicate edge)."
-    if not (torch.is_tensor(x) and torch.is_floating_point(x)):
-        raise TypeError(f"x must be a floating-point torch tensor (..., Z, Y, X), got {getattr(x, 'dtype', type(x))}")
-    if x.ndim < 3: raise ValueError(f"x must be volumes (..., Z, Y, X), got shape {tuple(x.shape)}")
-    if not (_is_real(eps) and math.isfinite(eps) and eps > 0):       # ε = 0 gives 0/0 = NaN wherever ∇x = 0
-        raise ValueError(f"eps must be a finite number > 0, got {eps!r}")
-    with torch.enable_grad():
-        z = x.detach().clone().requires_grad_(True)
-        d = [torch.diff(z, dim=k, append=z.narrow(k, z.shape[k] - 1, 1)) for k in (-3, -2, -1)]
-        (g,) = torch.autograd.grad(torch.sqrt(d[0] ** 2 + d[1] ** 2 + d[2] ** 2 + eps).sum(), z)
-    return g
+    return _tv_gradient(x, eps, "Z, Y, X")
 
 
 def cone_asd_pocs(op: ConeBeam, proj: torch.Tensor,
@@ -277,29 +268,12 @@ def cone_asd_pocs(op: ConeBeam, proj: torch.Tensor,
                   beta_red: float = 0.99,  # β_red
                   eps: float = 0.0,        # ε: data tolerance
                  ) -> torch.Tensor:
-    "ASD-POCS (Sidky & Pan 2008) on the cone-beam geometry with a 3-D TV: (..., A, rows, cols) → (..., Z, Y, X)."
-    for k, v in dict(alpha=alpha, alpha_red=alpha_red, r_max=r_max, beta=beta, beta_red=beta_red, eps=eps).items():
-        if not (_is_real(v) and math.isfinite(v)): raise ValueError(f"{k} must be a finite number, got {v!r}")
-        if k != "eps" and not v > 0: raise ValueError(f"{k} must be > 0, got {v}")
-    if eps < 0: raise ValueError(f"eps must be >= 0 (a tolerance on ‖Ax − y‖), got {eps}")
-    if not (alpha_red <= 1 and beta_red <= 1 and beta < 2):
-        raise ValueError("need 0 < alpha_red, beta_red <= 1 and beta < 2")
-    check_int(tv_iter, 'tv_iter', 0)
+    ("ASD-POCS (Sidky & Pan 2008) on the cone-beam geometry with a 3-D TV: (..., A, rows, cols) → (..., Z, Y, X); "
+     "the iterations and parameter checks of the 2-D `asd_pocs`.")
+    _check_asd(alpha, alpha_red, r_max, beta, beta_red, eps, tv_iter)
     y, lead, n_iter, x = _cone_start(op, proj, 1.0, n_iter, None)
     subs = _cone_subsets(op, n_subsets)
     norm = lambda t: t.flatten(1).norm(dim=1)[:, None, None, None]             # per-volume ‖·‖₂
-    dtvg = None
-    for _ in range(n_iter):
-        x_prev = x
-        x = _cone_sweep(x, y, subs, beta, nonneg=True)                        # POCS: data consistency + x ≥ 0
-        x_res = x
-        dd = norm(op.forward(x) - y)                                          # d_d = ‖A x − y‖
-        dp = norm(x - x_prev)                                                 # d_p
-        if dtvg is None: dtvg = alpha * dp
-        for _ in range(tv_iter):
-            gr = tv_gradient_3d(x)
-            x = x - dtvg * gr / norm(gr).clamp_min(1e-12)
-        dg = norm(x - x_res)
-        dtvg = torch.where((dg > r_max * dp) & (dd > eps), dtvg * alpha_red, dtvg)
-        beta *= beta_red
+    x = _asd_pocs_loop(x, y, lambda x, b: _cone_sweep(x, y, subs, b, nonneg=True), op.forward, tv_gradient_3d,
+                       norm, n_iter, tv_iter, alpha, alpha_red, r_max, beta, beta_red, eps)
     return x.reshape(*lead, *op.shape)

@@ -7,6 +7,7 @@ import numpy as np
 from ..core import check_int
 import torch
 import torch.nn.functional as F
+from .phantoms import _is_real
 
 # %% auto #0
 __all__ = ['view_angles', 'radon_t', 'backproject_t', 'ramp_filter', 'fbp_t', 'sirt_t', 'sart_t', 'add_noise',
@@ -41,11 +42,6 @@ def _as_sino(sino) -> torch.Tensor:
     if not torch.is_floating_point(sino): sino = sino.to(torch.float64)
     if not torch.isfinite(sino).all(): raise ValueError("sinogram contains NaN or inf")
     return sino
-
-def _is_real(v) -> bool:
-    "A real scalar: a Python or NumPy int or float, or a 0-d real array or tensor (bool, str and None are not)."
-    if torch.is_tensor(v): v = v.detach().cpu()
-    return not isinstance(v, (bool, np.bool_)) and np.ndim(v) == 0 and np.asarray(v).dtype.kind in "iuf"
 
 def view_angles(n_views: int,          # number of projections
                 arc: float = 180.,     # angular range in degrees (180 suffices for parallel beam)

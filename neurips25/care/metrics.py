@@ -9,7 +9,7 @@ from ..core import check_int
 import pandas as pd
 from scipy import ndimage as ndi
 from skimage.morphology import skeletonize
-from .phantoms import GROUPS, GROUP_METRIC, LABELS
+from .phantoms import GROUPS, GROUP_METRIC, LABELS, _is_real
 
 
 # %% auto #0
@@ -18,10 +18,6 @@ __all__ = ['GROUPS_CODE', 'NSD_CONVENTIONS', 'boundary', 'nsd', 'cldice', 'struc
 
 # %% ../../nbs/p06_care/02_metrics.ipynb #d42302ac
 GROUPS_CODE = {**GROUPS, "vessels": (1, 9, 15, 20, 21)}   # step5_calculateMetrics.py: VESSEL_LABEL, without veins (19)
-
-def _is_real(v) -> bool:
-    "A real scalar: a Python or NumPy int or float, or a 0-d real array (bool, str and None are not)."
-    return not isinstance(v, (bool, np.bool_)) and np.ndim(v) == 0 and np.asarray(v).dtype.kind in "iuf"
 
 def _check_masks(pred, gt):
     pred, gt = np.asarray(pred), np.asarray(gt)

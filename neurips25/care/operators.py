@@ -296,21 +296,61 @@ def os_sart(op: SparseCT,             # geometry (ParallelBeam or FanBeam)
     return x
 
 # %% ../../nbs/p06_care/00a_operators.ipynb #b364ed53
-def tv_gradient(x: torch.Tensor,    # (..., n, n) images
-                eps: float = 1e-8,  # smoothing of |∇x| at 0
-               ) -> torch.Tensor:
-    "Gradient of the isotropic total variation Σ √(Δ_r² + Δ_c² + ε) (forward differences, replicate edge)."
+def _tv_gradient(x: torch.Tensor, eps: float, axes: str) -> torch.Tensor:
+    ("Gradient of Σ √(Σ_k Δ_k² + ε) over the last len(axes) dimensions (forward differences, replicate edge); "
+     "`axes` names them for the messages ('n, n' or 'Z, Y, X'). Shared by `tv_gradient` and the cone's "
+     "`tv_gradient_3d`.")
+    nd = len(axes.split(","))
     if not (torch.is_tensor(x) and torch.is_floating_point(x)):
-        raise TypeError(f"x must be a floating-point torch tensor (..., n, n), got {getattr(x, 'dtype', type(x))}")
-    if x.ndim < 2: raise ValueError(f"x must be images (..., n, n), got shape {tuple(x.shape)}")
+        raise TypeError(f"x must be a floating-point torch tensor (..., {axes}), got {getattr(x, 'dtype', type(x))}")
+    if x.ndim < nd: raise ValueError(f"x must be {'images' if nd == 2 else 'volumes'} (..., {axes}), "
+                                     f"got shape {tuple(x.shape)}")
     if not (_is_real(eps) and math.isfinite(eps) and eps > 0):       # ε = 0 gives 0/0 = NaN wherever ∇x = 0
         raise ValueError(f"eps must be a finite number > 0, got {eps!r}")
     with torch.enable_grad():
         z = x.detach().clone().requires_grad_(True)
-        dr = torch.diff(z, dim=-2, append=z[..., -1:, :])
-        dc = torch.diff(z, dim=-1, append=z[..., -1:])
-        (g,) = torch.autograd.grad(torch.sqrt(dr ** 2 + dc ** 2 + eps).sum(), z)
+        d = [torch.diff(z, dim=k, append=z.narrow(k, z.shape[k] - 1, 1)) for k in range(-nd, 0)]
+        s = d[0] ** 2
+        for dk in d[1:]: s = s + dk ** 2
+        (g,) = torch.autograd.grad(torch.sqrt(s + eps).sum(), z)
     return g
+
+def tv_gradient(x: torch.Tensor,    # (..., n, n) images
+                eps: float = 1e-8,  # smoothing of |∇x| at 0
+               ) -> torch.Tensor:
+    "Gradient of the isotropic total variation Σ √(Δ_r² + Δ_c² + ε) (forward differences, replicate edge)."
+    return _tv_gradient(x, eps, "n, n")
+
+def _check_asd(alpha, alpha_red, r_max, beta, beta_red, eps, tv_iter):
+    "The step parameters of ASD-POCS (2-D and cone): finite numbers, > 0 (eps >= 0), α_red, β_red <= 1, β < 2."
+    steps = dict(alpha=alpha, alpha_red=alpha_red, r_max=r_max, beta=beta, beta_red=beta_red, eps=eps)
+    for k, v in steps.items():
+        if not (_is_real(v) and math.isfinite(v)): raise ValueError(f"{k} must be a finite number, got {v!r}")
+        if k != "eps" and not v > 0: raise ValueError(f"{k} must be > 0, got {v}")
+    if eps < 0: raise ValueError(f"eps must be >= 0 (a tolerance on ‖Ax − y‖), got {eps}")
+    if not (0 < alpha_red <= 1 and 0 < beta_red <= 1 and beta < 2):
+        raise ValueError("need 0 < alpha_red, beta_red <= 1 and beta < 2")
+    check_int(tv_iter, 'tv_iter', 0)
+
+def _asd_pocs_loop(x, y, sweep, forward, tv, norm, n_iter, tv_iter, alpha, alpha_red, r_max, beta, beta_red, eps):
+    ("The ASD-POCS iterations of Sidky & Pan (2008), for any geometry: `sweep(x, β)` is the data step (OS-SART + "
+     "positivity), `forward` the projector, `tv` the TV gradient and `norm` the per-image (or per-volume) ‖·‖₂.")
+    dtvg = None
+    for _ in range(n_iter):
+        x_prev = x
+        x = sweep(x, beta)                                                            # POCS: data consistency + x ≥ 0
+        x_res = x
+        dd = norm(forward(x) - y)                                                     # d_d = ‖A x − y‖
+        dp = norm(x - x_prev)                                                        # d_p: change made by the data step
+        if dtvg is None: dtvg = alpha * dp
+        for _ in range(tv_iter):                                                      # ASD: normalised TV descent
+            g = tv(x)
+            x = x - dtvg * g / norm(g).clamp_min(1e-12)
+        dg = norm(x - x_res)
+        dtvg = torch.where((dg > r_max * dp) & (dd > eps), dtvg * alpha_red, dtvg)  # keep the TV step below the data
+                                                                                    # step
+        beta *= beta_red
+    return x
 
 def asd_pocs(op: SparseCT,            # geometry
              sino: torch.Tensor,      # (B, A, n_det) or (A, n_det)
@@ -327,31 +367,10 @@ def asd_pocs(op: SparseCT,            # geometry
     "ASD-POCS (Sidky & Pan 2008): OS-SART + positivity, then adaptive steepest descent on the TV, per slice."
     op._check_sino(sino)
     sino = _as_sino(sino)
-    steps = dict(alpha=alpha, alpha_red=alpha_red, r_max=r_max, beta=beta, beta_red=beta_red, eps=eps)
-    for k, v in steps.items():
-        if not (_is_real(v) and math.isfinite(v)): raise ValueError(f"{k} must be a finite number, got {v!r}")
-        if k != "eps" and not v > 0: raise ValueError(f"{k} must be > 0, got {v}")
-    if eps < 0: raise ValueError(f"eps must be >= 0 (a tolerance on ‖Ax − y‖), got {eps}")
-    if not (0 < alpha_red <= 1 and 0 < beta_red <= 1 and beta < 2):
-        raise ValueError("need 0 < alpha_red, beta_red <= 1 and beta < 2")
+    _check_asd(alpha, alpha_red, r_max, beta, beta_red, eps, tv_iter)
     n_iter = check_int(n_iter, "n_iter", 1)
-    check_int(tv_iter, 'tv_iter', 0)
     subs = _subsets(op, n_subsets)
     x = torch.zeros(*sino.shape[:-2], op.n, op.n, dtype=sino.dtype, device=sino.device)
     norm = lambda v: v.flatten(-2).norm(dim=-1)[..., None, None]                      # per-slice ‖·‖₂
-    dtvg = None
-    for it in range(n_iter):
-        x_prev = x
-        x = _sart_sweep(x, sino, subs, beta, nonneg=True)                               # POCS: data consistency + x ≥ 0
-        x_res = x
-        dd = norm(op.forward(x) - sino)                                               # d_d = ‖A x − y‖
-        dp = norm(x - x_prev)                                                        # d_p: change made by the data step
-        if dtvg is None: dtvg = alpha * dp
-        for _ in range(tv_iter):                                                      # ASD: normalised TV descent
-            g = tv_gradient(x)
-            x = x - dtvg * g / norm(g).clamp_min(1e-12)
-        dg = norm(x - x_res)
-        dtvg = torch.where((dg > r_max * dp) & (dd > eps), dtvg * alpha_red, dtvg)  # keep the TV step below the data
-                                                                                    # step
-        beta *= beta_red
-    return x
+    return _asd_pocs_loop(x, sino, lambda x, b: _sart_sweep(x, sino, subs, b, nonneg=True), op.forward, tv_gradient,
+                          norm, n_iter, tv_iter, alpha, alpha_red, r_max, beta, beta_red, eps)

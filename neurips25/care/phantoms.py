@@ -34,10 +34,15 @@ def shepp_logan(n: int = 128) -> np.ndarray:
     return img
 
 # %% ../../nbs/p06_care/01_phantoms.ipynb #727b3d93
+def _is_real(v) -> bool:
+    ("A real scalar: a Python or NumPy int or float, or a 0-d real array or tensor (bool, str and None are not). "
+     "The one such test of the care package (ct, operators, cone, metrics, … import it).")
+    if hasattr(v, "detach") and hasattr(v, "cpu"): v = v.detach().cpu()      # a torch tensor, without importing torch
+    return not isinstance(v, (bool, np.bool_)) and np.ndim(v) == 0 and np.asarray(v).dtype.kind in "iuf"
+
 def _finite_real(v) -> bool:
-    "A finite real scalar: a Python or NumPy int or float (bool, str, None, NaN and inf are not)."
-    return (not isinstance(v, (bool, np.bool_)) and np.ndim(v) == 0 and np.asarray(v).dtype.kind in "iuf"
-            and bool(np.isfinite(v)))
+    "A finite real scalar (`_is_real`, and not NaN or inf)."
+    return _is_real(v) and bool(np.isfinite(v))
 
 def _grid(n):
     v, u = np.mgrid[:n, :n]
