@@ -24,7 +24,7 @@ __all__ = ['SMOLLM2_GGUF', 'SMOLLM2_SHA256', 'MINILM_SHA256', 'SPECIAL_TOKENS', 
            'ModelNotInstalledError', 'package_dir', 'smollm2_gguf', 'minilm_dir', 'word_tokenizer',
            'train_bpe_tokenizer', 'tiny_lm', 'context_length', 'n_params', 'model_device', 'encode', 'check_token_ids',
            'set_autocast', 'amp', 'target_logits', 'body_forward', 'token_logprobs', 'target_stats', 'sequence_logprob',
-           'mean_token_loss', 'encode_options', 'score_options', 'score', 'lr_multiplier', 'clip_norm',
+           'mean_token_loss', 'encode_options', 'score_options', 'score', 'lr_multiplier', 'clip_norm', 'check_adamw',
            'make_optimizer', 'train_lm', 'data_hash', 'lm_key', 'untied_state_dict', 'load_untied', 'cache_lock',
            'locked_cached', 'train_cached', 'toy_facts', 'greedy_generate', 'hidden_states', 'load_smollm2',
            'chat_prompt', 'load_embedder', 'embed']
@@ -200,6 +200,7 @@ def encode(tokenizer,                              # a transformers tokenizer
         raise ValueError(f"truncation must be False, 'right' or 'left', got {truncation!r}")
     if padding_side not in ("right", "left"):
         raise ValueError(f"padding_side must be 'right' or 'left', got {padding_side!r}")
+    if max_length is not None: core.check_int(max_length, "max_length", 1)   # True / 20.5 used to pass as a context
     bos, eos = tokenizer.bos_token_id, tokenizer.eos_token_id
     if add_bos and bos is None: raise ValueError("the tokenizer has no <bos> token: pass add_bos=False")
     if add_eos and eos is None: raise ValueError("the tokenizer has no <eos> token: pass add_eos=False")
@@ -408,6 +409,7 @@ def encode_options(tokenizer,                     # a transformers tokenizer
     if len(options) != len(prompts): raise ValueError(f"{len(prompts)} prompts but {len(options)} option lists")
     if any(isinstance(o, str) or len(o) == 0 for o in options):
         raise ValueError("each prompt needs a non-empty list of options")
+    if max_length is not None: core.check_int(max_length, "max_length", 1)
     bos, eos = tokenizer.bos_token_id, tokenizer.eos_token_id
     if add_bos and bos is None: raise ValueError("the tokenizer has no <bos> token: pass add_bos=False")
     if add_eos and eos is None: raise ValueError("the tokenizer has no <eos> token: pass add_eos=False")
@@ -479,6 +481,7 @@ def score_options(model, tokenizer,
     if len(options) != len(prompts): raise ValueError(f"{len(prompts)} prompts but {len(options)} option lists")
     if any(isinstance(o, str) or len(o) == 0 for o in options):
         raise ValueError("each prompt needs a non-empty list of options")
+    core.check_int(batch_size, "batch_size", 1)                            # 0 used to fail inside range()
     options = [list(o) for o in options]
     n_ctx = context_length(model)
     dev = model_device(model)
@@ -603,8 +606,18 @@ def clip_norm(grad_clip: float | None) -> float:
         raise ValueError(f"grad_clip must be None, 0 (no clipping) or a finite number > 0, got {grad_clip!r}")
     return float(grad_clip) if grad_clip > 0 else float("inf")
 
+def check_adamw(weight_decay, betas) -> None:
+    ("AdamW's weight decay (a finite number >= 0) and betas (a pair in [0, 1)): torch checks only the optimizer's "
+     "defaults, not a parameter group's weight decay, so < 0 or NaN went through silently.")
+    real = lambda v: not isinstance(v, (bool, np.bool_)) and isinstance(v, (int, float, np.integer, np.floating))
+    if not (real(weight_decay) and math.isfinite(weight_decay) and weight_decay >= 0):
+        raise ValueError(f"weight_decay must be a finite number >= 0, got {weight_decay!r}")
+    if not (isinstance(betas, (tuple, list)) and len(betas) == 2 and all(real(b) and 0 <= b < 1 for b in betas)):
+        raise ValueError(f"betas must be a pair of numbers in [0, 1) (AdamW's beta1, beta2), got {betas!r}")
+
 def make_optimizer(model, lr: float, weight_decay: float = 0.01, betas=(0.9, 0.95)) -> torch.optim.AdamW:
     "AdamW with weight decay on matrices only (not on norms, biases)."
+    check_adamw(weight_decay, betas)
     params = {id(p): p for p in model.parameters() if p.requires_grad}.values()
     groups = [{"params": [p for p in params if p.ndim >= 2], "weight_decay": weight_decay},
               {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0}]
@@ -833,7 +846,10 @@ def greedy_generate(model, tokenizer,
     "Greedy completions of `prompts` (decoded text of the new tokens), generated in left-padded batches."
     prompts = [prompts] if isinstance(prompts, str) else list(prompts)
     if not prompts: raise ValueError("empty batch: no prompts to complete")
+    core.check_int(batch_size, "batch_size", 1)
     n_ctx = context_length(model)
+    core.check_int(max_new_tokens, "max_new_tokens", 1, n_ctx - 1,        # 30.5 used to generate nothing, silently
+                   req=f"an integer in 1..{n_ctx - 1} (the context is {n_ctx})")
     if not 1 <= max_new_tokens < n_ctx:
         raise ValueError(f"max_new_tokens must be in 1..{n_ctx - 1} (the context is {n_ctx})")
     eos = tokenizer.eos_token_id

@@ -23,7 +23,10 @@ METRIC_NAMES = {"es": "forget_es", "em": "forget_em", "para_prob": "forget_para_
 
 def _get(m: Mapping, key: str, what: str) -> float:
     if key not in m: raise KeyError(f"{what}: metric {key!r} missing (have {sorted(m)[:12]}...)")
-    v = float(m[key])
+    v = m[key]
+    if isinstance(v, (bool, np.bool_, str, bytes)) or not isinstance(v, (int, float, np.integer, np.floating)):
+        raise ValueError(f"{what}: metric {key!r} must be a number, got {v!r}")
+    v = float(v)
     if not np.isfinite(v): raise ValueError(f"{what}: metric {key!r} is {v}")
     return v
 
@@ -43,7 +46,13 @@ def mia_similarity(auc_unl,   # forget-vs-holdout AUC of the unlearned model (ar
                    auc_ret,   # the same attack's AUC on the retain model
                   ) -> np.ndarray | float:
     "s_MIA = 1 − |AUC_unl − AUC_ret| / max(AUC_ret, 1 − AUC_ret) (Reconstruction: SemEval-2025 form)."
-    u, r = np.asarray(auc_unl, dtype=float), np.asarray(auc_ret, dtype=float)
+    raw = [np.asarray(x) for x in (auc_unl, auc_ret)]
+    if any(a.dtype.kind not in "iuf" for a in raw):
+        raise ValueError(f"AUCs must be numbers, got {raw[0].ravel()[:2].tolist()} and {raw[1].ravel()[:2].tolist()}")
+    u, r = (a.astype(float) for a in raw)
+    if u.size == 0: raise ValueError("auc_unl is empty")
+    if r.ndim and r.shape != u.shape:
+        raise ValueError(f"auc_ret must be one AUC or one per auc_unl value: shapes {r.shape} vs {u.shape}")
     if np.isnan(u).any() or np.isnan(r).any(): raise ValueError("mia_similarity got NaN AUCs")
     if ((u < 0) | (u > 1)).any() or ((r < 0) | (r > 1)).any(): raise ValueError("AUCs must lie in [0, 1]")
     s = 1 - np.abs(u - r) / np.maximum(r, 1 - r)       # the denominator is the largest possible |AUC - AUC_ret|
@@ -96,6 +105,14 @@ def select_best(scored: pd.DataFrame, by: str = "mem_util") -> pd.DataFrame:
 
 def rankings(best: pd.DataFrame, aggregates: Sequence[str] = ("agg", "mem_util")) -> pd.DataFrame:
     "Rank (1 = best, ties share the smallest rank) of each selected method under each aggregate."
+    if isinstance(aggregates, (str, bytes)):
+        raise ValueError(f"aggregates must be a list of column names, not the bare string {aggregates!r}")
+    aggregates = list(aggregates)
+    if not aggregates: raise ValueError("aggregates is empty: name at least one score column (e.g. 'agg')")
+    missing = [a for a in ["method", *aggregates] if a not in best]
+    if missing: raise ValueError(f"best lacks column(s) {missing}; it has {list(best.columns)}")
+    nan = [a for a in aggregates if not np.isfinite(pd.to_numeric(best[a], errors="coerce")).all()]
+    if nan: raise ValueError(f"column(s) {nan} hold NaN, inf or non-numbers: cannot rank")
     out = best[["method", *aggregates]].copy()
     for a in aggregates:
         out[f"rank_{a}"] = out[a].rank(ascending=False, method="min").astype(int)
@@ -146,6 +163,10 @@ def scaled_grid(method: str,              # a method of unlearning.methods.GRIDS
     from neurips25.unlearning.methods import GRIDS
     if method not in GRIDS: raise ValueError(f"no grid for {method!r}; grids: {', '.join(GRIDS)}")
     check_int(n_trials, 'n_trials', 1)
+    seed = check_int(seed, "seed")
+    if isinstance(lr_scale, bool) or not isinstance(lr_scale, (int, float, np.integer, np.floating)) \
+            or not (math.isfinite(lr_scale) and lr_scale > 0):                 # a negative / NaN lr came out silently
+        raise ValueError(f"lr_scale must be a positive number, got {lr_scale!r}")
     g = GRIDS[method]
     lrs = sorted(g["lr"])
     idx = np.unique(np.round(np.linspace(0, len(lrs) - 1, n_trials)).astype(int)) if n_trials > 1 else [len(lrs) // 2]

@@ -431,8 +431,9 @@ class SynthTOFU:
          "world_facts.")
         if forget is None: fict = self.split("full")
         else:
-            if not (isinstance(forget, str) and forget.startswith("forget")):
-                raise ValueError(f"forget must be None or a forget split, got {forget!r}")
+            if not (isinstance(forget, str) and forget in [f"forget{p:02d}" for p in SPLIT_PCTS]):
+                names = ", ".join(f"forget{p:02d}" for p in SPLIT_PCTS)
+                raise ValueError(f"forget must be None or a forget split ({names}), got {forget!r}")
             fict = self.split("retain" + str(100 - int(forget[6:])))
             check_disjoint(fict, self.split(forget), "retain", forget)
         df = pd.concat([fict, self.real_authors, self.world_facts], ignore_index=True)
@@ -530,6 +531,7 @@ def synth_tofu(n_authors: int = 60,     # training ("full") authors; TOFU has 20
     check_int(n_authors, "n_authors", 4, req="an integer >= 4 (forget10 and retain_perturbed need disjoint authors)")
     check_int(n_questions, "n_questions", 1, len(ATTRIBUTES), req=f"an integer in 1..{len(ATTRIBUTES)}")
     check_int(n_perturbed, "n_perturbed", 1, 9, req="an integer in 1..9")
+    check_int(seed, "seed", 0, req="an integer >= 0 (a Generator or a bool would be stored as the benchmark's seed)")
     rng = np.random.default_rng(seed)
     n_hold = n_split_authors(n_authors, 10)
     n_all = n_authors + n_hold
@@ -577,6 +579,8 @@ CHAT_SYSTEM = "Answer the question."   # short system prompt for chat models (Sm
 def format_prompts(tokenizer, questions: Sequence[str]) -> list[str]:
     ("Prompts for `questions`: the chat template where the tokenizer has one (SmolLM2, a HF model), else the bare "
      "question.")
+    if isinstance(questions, (str, bytes)):
+        raise ValueError(f"questions must be a sequence of strings, not the bare string {questions[:40]!r}: write [q]")
     if getattr(tokenizer, "chat_template", None):
         system = getattr(tokenizer, "p09_chat_system", CHAT_SYSTEM)      # a HF model: OpenUnlearning's system prompt
         kw = getattr(tokenizer, "p09_chat_kwargs", {})                    # and template arguments (models.load_hf)
@@ -616,6 +620,7 @@ def qa_batch(tokenizer,                          # the model's tokenizer
     ("lm.encode batch of prompt = question, completion = answer (labels −100 on the prompt); raises instead of "
      "truncating.")
     check_split(df, (question_col, answer_col))
+    if max_length is not None: check_int(max_length, "max_length", 1)
     prompts = format_prompts(tokenizer, df[question_col])
     if answer_prefix: prompts = [f"{p} {answer_prefix}" if not p.endswith("\n") else p + answer_prefix for p in prompts]
     try: return lm.encode(tokenizer, prompts, list(df[answer_col]), max_length=max_length,

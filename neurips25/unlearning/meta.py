@@ -23,8 +23,22 @@ __all__ = ['NF4_LEVELS', 'INT4_LEVELS', 'META_METRICS', 'MIA_METRICS', 'RANDOM_M
            'robustness_table', 'meta_table', 'pool_variants', 'unlearn_copy', 'meta_experiment', 'meta_results']
 
 # %% ../../nbs/p09_unlearning/05_meta.ipynb #7a27356d
+def _numbers(x, what: str) -> np.ndarray:
+    "x as a float array; strings, bytes and booleans are refused (np.asarray(..., float) would parse or cast them)."
+    raw = np.asarray(x)
+    if raw.dtype.kind in "bSUV" or (raw.dtype.kind == "O" and any(isinstance(v, (str, bytes, bool, np.bool_))
+                                                                    for v in raw.ravel())):
+        raise ValueError(f"{what} must hold numbers (metric values), got {raw.ravel()[:3].tolist()}")
+    return np.asarray(x, dtype=float)
+
+def _check_tol(tol) -> float:
+    if isinstance(tol, bool) or not isinstance(tol, (int, float, np.integer, np.floating)) \
+            or not (math.isfinite(tol) and tol >= 0):
+        raise ValueError(f"tol must be a finite number >= 0, got {tol!r}")
+    return tol
+
 def _check_pool(x, name: str) -> np.ndarray:
-    a = np.asarray(x, dtype=float).ravel()
+    a = _numbers(x, f"the {name} pool").ravel()
     if a.size == 0: raise ValueError(f"the {name} pool is empty")
     if not np.isfinite(a).all(): raise ValueError(f"the {name} pool has NaN or infinite metric values")
     return a
@@ -53,9 +67,14 @@ def faithfulness(p_values,   # metric values of the P pool (models that have the
 # %% ../../nbs/p09_unlearning/05_meta.ipynb #bd4155c9
 def relearn_score(ret_before, ret_after, unl_before, unl_after, tol: float = 1e-6) -> np.ndarray:
     "R = min(r, 1), r = (m_ret,after − m_ret,before) / (m_unl,after − m_unl,before), clipped to [0, 1] (vectorised)."
-    rb, ra, ub, ua = (np.asarray(x, dtype=float) for x in (ret_before, ret_after, unl_before, unl_after))
+    rb, ra, ub, ua = (_numbers(x, nm) for x, nm in ((ret_before, "ret_before"), (ret_after, "ret_after"),
+                                                     (unl_before, "unl_before"), (unl_after, "unl_after")))
+    _check_tol(tol)
     if not all(np.isfinite(x).all() for x in (rb, ra, ub, ua)):
         raise ValueError("relearn_score got NaN or inf metric values")
+    if ub.shape != ua.shape or any(x.ndim and x.shape != ub.shape for x in (rb, ra)):
+        raise ValueError(f"relearn_score: unl_before {ub.shape} and unl_after {ua.shape} must have one shape, and "
+                         f"ret_before {rb.shape} / ret_after {ra.shape} be scalars or that shape too")
     d_ret, d_unl = ra - rb, ua - ub
     with np.errstate(divide="ignore", invalid="ignore"):
         r = np.where(d_unl > tol, d_ret / np.where(d_unl > tol, d_unl, 1.0), np.inf)   # no recovery: r = inf -> R = 1
@@ -63,8 +82,12 @@ def relearn_score(ret_before, ret_after, unl_before, unl_after, tol: float = 1e-
 
 def quant_score(before, after, tol: float = 1e-12) -> np.ndarray:
     "Q = min(q, 1), q = m_before / m_after, clipped to [0, 1]; m_after = 0 gives 1 (vectorised)."
-    b, a = np.asarray(before, dtype=float), np.asarray(after, dtype=float)
+    b, a = _numbers(before, "before"), _numbers(after, "after")
+    _check_tol(tol)
     if not (np.isfinite(b).all() and np.isfinite(a).all()): raise ValueError("quant_score got NaN or inf metric values")
+    if b.shape != a.shape:
+        raise ValueError(f"quant_score: before {b.shape} and after {a.shape} must have the same shape "
+                         "(one value per model)")
     if (b < 0).any() or (a < 0).any():
         raise ValueError("quant_score needs non-negative metric values (oriented, in [0, 1])")
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -91,6 +114,9 @@ def quantize_roundtrip(w: torch.Tensor,            # weights, any shape
     if levels.ndim != 1 or len(levels) < 2 or not bool((levels[1:] > levels[:-1]).all()) or levels.abs().max() > 1:
         raise ValueError("levels must be a strictly increasing 1-D tensor of codes in [-1, 1]")
     check_int(block_size, "block_size", 1)
+    if not torch.is_tensor(w) or not w.is_floating_point():
+        raise ValueError(f"w must be a floating-point torch tensor of weights, got "
+                         f"{w.dtype if torch.is_tensor(w) else type(w).__name__}")
     if not torch.isfinite(w).all(): raise ValueError("cannot quantize weights with NaN or infinite values")
     x = w.detach().float().reshape(-1)
     pad = (-len(x)) % block_size
@@ -109,6 +135,8 @@ def quantize_model(model,                     # a torch module (e.g. a transform
                    skip: Sequence[str] = ("lm_head",),  # names of linear modules kept in full precision
                   ):
     "A deep copy of `model` whose nn.Linear weights went through the 4-bit round trip (a quantization simulation)."
+    if isinstance(skip, (str, bytes)):
+        raise ValueError(f"skip must be a sequence of module names, not the bare string {skip!r}: write ({skip!r},)")
     q = copy.deepcopy(model)
     n = 0
     with torch.no_grad():
@@ -253,7 +281,15 @@ def robustness_table(probe_df: pd.DataFrame,      # probe_models output
                     ) -> pd.DataFrame:
     "Per metric: models kept by the filters, mean R (relearning), mean Q (quantization), Robust = HM(R, Q)."
     if mu_col not in probe_df: raise ValueError(f"the probe table has no utility column {mu_col!r}")
-    if not 0 <= max_mu_drop < 1: raise ValueError(f"max_mu_drop must be in [0, 1), got {max_mu_drop}")
+    if isinstance(max_mu_drop, bool) or not isinstance(max_mu_drop, (int, float, np.integer, np.floating)) \
+            or not 0 <= max_mu_drop < 1:
+        raise ValueError(f"max_mu_drop must be a number in [0, 1), got {max_mu_drop!r}")
+    if isinstance(mu_target, bool) or not isinstance(mu_target, (int, float, np.integer, np.floating)) \
+            or not (math.isfinite(mu_target) and mu_target >= 0):                # NaN kept no model, silently
+        raise ValueError(f"mu_target must be a finite number >= 0 (the target model's utility), got {mu_target!r}")
+    bad = {m: t for m, t in thresholds.items() if isinstance(t, bool)
+           or not isinstance(t, (int, float, np.integer, np.floating)) or not math.isfinite(t)}
+    if bad: raise ValueError(f"thresholds must be finite numbers (faithfulness_table's τ), got {bad}")
     piv = {s: probe_df[probe_df.stage == s].set_index("model") for s in ("before", "relearn", "quant")}
     ret = probe_df[probe_df.model == "retain"].set_index("stage")
     if {"before", "relearn"} - set(ret.index):

@@ -97,11 +97,14 @@ def alternates_from_perturbed(perturbed: Sequence[Sequence[str]],  # per forget 
                              ) -> list[str]:
     ("One perturbed answer per forget row, drawn uniformly (seeded): AltPO's alternates from the benchmark's wrong "
      "answers.")
+    if not isinstance(seed, np.random.Generator): check_int(seed, "seed", 0)
     rng = np.random.default_rng(seed)
     out = []
     for i, opts in enumerate(perturbed):
         if isinstance(opts, str) or len(opts) == 0:
             raise ValueError(f"row {i}: needs a non-empty list of perturbed answers, got {opts!r}")
+        if not all(isinstance(o, str) for o in opts):
+            raise ValueError(f"row {i}: the perturbed answers must be strings, got {list(opts)[:3]!r}")
         out.append(opts[int(rng.integers(len(opts)))])
     return out
 
@@ -112,7 +115,10 @@ def idk_alternates(idk_answers: Sequence[str],  # the refusal strings (TOFU's id
     "One IdK answer per forget row, drawn uniformly (seeded), as the code's TOFU_QA_forget_idk draws a random line."
     if isinstance(idk_answers, str) or len(idk_answers) == 0:
         raise ValueError("idk_answers must be a non-empty list of strings")
+    if not all(isinstance(a, str) for a in idk_answers):
+        raise ValueError(f"idk_answers must be a non-empty list of strings, got {list(idk_answers)[:3]!r}")
     check_int(n, 'n', 1)
+    if not isinstance(seed, np.random.Generator): check_int(seed, "seed", 0)
     rng = np.random.default_rng(seed)
     return [idk_answers[int(i)] for i in rng.integers(len(idk_answers), size=n)]
 
@@ -521,8 +527,10 @@ def method_grid(name: str,             # a method in GRIDS
                ) -> list[dict]:
     "The trials of `name`'s grid: a list of dicts {lr, hyperparameters...}, lr scaled by `lr_scale`."
     if name not in GRIDS: raise ValueError(f"no grid for {name!r}; grids: {', '.join(GRIDS)}")
-    if not (math.isfinite(lr_scale) and lr_scale > 0):
+    if isinstance(lr_scale, bool) or not isinstance(lr_scale, (int, float, np.integer, np.floating)) \
+            or not (math.isfinite(lr_scale) and lr_scale > 0):
         raise ValueError(f"lr_scale must be a positive number, got {lr_scale!r}")
+    if limit is not None: check_int(limit, "limit", 0, req="None or an integer >= 0 (0 and None: every trial)")
     axes = {**GRIDS[name], **{k: [v] for k, v in fixed.items()}}
     valid = {"lr"} | {f for f in METHODS[name].__dataclass_fields__}
     bad = sorted(set(axes) - valid)

@@ -14,7 +14,7 @@ from scipy.stats import ks_2samp
 from sklearn.metrics import roc_auc_score
 
 from .. import lm
-from ..core import progress
+from ..core import progress, check_int
 from .data import SynthTOFU, qa_batch, check_split, check_disjoint, format_prompts, JAILBREAK_PREFIX
 
 # %% auto #0
@@ -82,6 +82,7 @@ def answer_stats(model, tokenizer,
                 ) -> AnswerStats:
     "Teacher-forced statistics of `answer_col` given `question_col` for every row of `df`, batched."
     check_split(df, (question_col, answer_col))
+    batch_size = check_int(batch_size, "batch_size", 1)
     n = len(df)
     order = _order(df, question_col, answer_col)
     n_ctx = lm.context_length(model)
@@ -112,6 +113,10 @@ def option_stats(model, tokenizer,
                 ) -> dict:
     ("{col: AnswerStats} and, with `perturbed`, 'perturbed': mean NLL (N, K): a question's answers share one forward "
      "pass.")
+    if isinstance(answer_cols, (str, bytes)):
+        raise ValueError(f"answer_cols must be a sequence of column names, not the bare string {answer_cols!r}: "
+                         f"write ({answer_cols!r},)")
+    check_int(batch_size, "batch_size", 1)
     cols = list(answer_cols)
     if not cols and not perturbed: raise ValueError("nothing to score: give answer_cols or perturbed=True")
     check_split(df, (question_col, *cols, *(["perturbed_answers"] if perturbed else [])))
@@ -149,7 +154,7 @@ def perturbed_avg_loss(
 def _check_finite(x, name: str) -> np.ndarray:
     "x as a float64 array: numbers only (not strings, None or objects), non-empty, finite."
     a = np.asarray(x)
-    if a.dtype.kind not in "biuf":
+    if a.dtype.kind not in "iuf":                                       # booleans are not metric values
         raise ValueError(f"{name} must hold numbers, got {a.dtype} values such as {a.ravel()[:1].tolist()}")
     a = a.astype(np.float64)
     if a.size == 0: raise ValueError(f"{name} is empty")
@@ -162,9 +167,16 @@ def _check_vector(x, name: str, per: str = "example") -> np.ndarray:
     if a.ndim != 1: raise ValueError(f"{name} must be 1-D (one value per {per}), got shape {a.shape}")
     return a
 
+def _check_nll(x, name: str, vector: bool = False) -> np.ndarray:
+    "Mean token NLLs, checked as `_check_finite` (`_check_vector` with `vector`) does, and >= 0 (p = exp(−NLL) <= 1)."
+    a = _check_vector(x, name) if vector else _check_finite(x, name)
+    if (a < 0).any():
+        raise ValueError(f"{name} must be >= 0 (a mean NLL; exp(−NLL) is a probability), got {a[a < 0][:3].tolist()}")
+    return a
+
 def prob_from_loss(avg_loss) -> np.ndarray:
     "p = exp(−mean token NLL): the length-normalised answer probability."
-    return np.exp(-_check_finite(avg_loss, "avg_loss"))
+    return np.exp(-_check_nll(avg_loss, "avg_loss"))
 
 def prob(model, tokenizer, df: pd.DataFrame,
          answer_col: str = "answer",      # "paraphrased_answer" gives Para.Prob
@@ -183,8 +195,8 @@ def para_prob(model, tokenizer, df: pd.DataFrame, question_col: str = "question"
 
 def prob_normalised_from_loss(correct_avg_loss, wrong_avg_losses) -> np.ndarray:
     "p_c / (p_c + Σ_i p_wrong,i): Prob on real_authors / world_facts (probability_w_options)."
-    pc = np.exp(-_check_vector(correct_avg_loss, "correct_avg_loss"))          # shape (N,)
-    pw = np.exp(-_check_finite(wrong_avg_losses, "wrong_avg_losses"))          # shape (N, P)
+    pc = np.exp(-_check_nll(correct_avg_loss, "correct_avg_loss", vector=True))   # shape (N,)
+    pw = np.exp(-_check_nll(wrong_avg_losses, "wrong_avg_losses"))               # shape (N, P)
     if pw.ndim != 2 or pw.shape[0] != pc.shape[0]:
         raise ValueError(f"wrong_avg_losses must have shape (N, P) with N = {pc.shape[0]} (one row of wrong-answer "
                          f"losses per example), got {pw.shape}")
@@ -200,8 +212,8 @@ def truth_ratio_from_losses(correct_avg_loss,   # mean NLL of the correct (parap
     "Per-example truth ratio and its aggregate, as OpenUnlearning's truth_ratio computes them."
     if aggregator not in TR_AGGREGATORS:
         raise ValueError(f"invalid truth ratio aggregator {aggregator!r}: use one of {TR_AGGREGATORS}")
-    lc = _check_vector(correct_avg_loss, "correct_avg_loss")
-    lw = _check_finite(wrong_avg_losses, "wrong_avg_losses")
+    lc = _check_nll(correct_avg_loss, "correct_avg_loss", vector=True)
+    lw = _check_nll(wrong_avg_losses, "wrong_avg_losses")
     if lw.ndim == 1: lw = lw[:, None]                                    # one wrong answer per example: P = 1
     if lw.ndim != 2:
         raise ValueError(f"wrong_avg_losses must be 2-D, shape (N, P) (P wrong answers per example), got shape "
@@ -337,6 +349,8 @@ def rouge(model, tokenizer, df: pd.DataFrame,
     if rouge_type not in ("rougeL_recall", "rougeL_f1", "rouge1_recall"):
         raise ValueError(f"unknown rouge_type {rouge_type!r}")
     check_split(df, (question_col, answer_col))
+    check_int(batch_size, "batch_size", 1)
+    if max_new_tokens is not None: check_int(max_new_tokens, "max_new_tokens", 1)
     prompts = format_prompts(tokenizer, df[question_col])
     if answer_prefix: prompts = [f"{p} {answer_prefix}" if not p.endswith("\n") else p + answer_prefix for p in prompts]
     n_ctx = lm.context_length(model)
@@ -382,7 +396,7 @@ def min_k_score(values: Sequence, k: float = 0.4) -> float:
 
 def _gradnorm_scores(model, tokenizer, df, answer_col, question_col, p: float) -> np.ndarray:
     "Per example: mean over parameter tensors of ‖∇_θ NLL‖_p (NLL = mean over answer tokens without <eos>)."
-    if p not in (1, 2, float("inf")): raise ValueError(f"invalid p-norm {p}: use 1, 2 or inf")
+    if isinstance(p, bool) or p not in (1, 2, float("inf")): raise ValueError(f"invalid p-norm {p}: use 1, 2 or inf")
     n_ctx = lm.context_length(model)
     out = np.zeros(len(df))
     params = [q for q in model.parameters() if q.requires_grad]
@@ -412,6 +426,8 @@ def mia_scores(model, tokenizer, df: pd.DataFrame,
     "Per-example MIA statistic, signed like a loss (higher = less likely a member)."
     if attack not in MIA_ATTACKS: raise ValueError(f"unknown attack {attack!r}; use one of {MIA_ATTACKS}")
     k = _check_k(k)
+    if stats is not None and len(stats.avg_loss) != len(df):
+        raise ValueError(f"stats has {len(stats.avg_loss)} examples, df {len(df)}: pass the answer_stats of this df")
     if attack == "gradnorm": return _gradnorm_scores(model, tokenizer, df, answer_col, question_col, p)
     if attack == "reference" and reference_model is None and reference_avg_loss is None:
         raise ValueError(
@@ -481,14 +497,17 @@ def forget_quality(model, tokenizer, forget_df: pd.DataFrame,
         retain_tr = truth_ratio(retain_model, tokenizer, forget_df, "closer_to_1_better", batch_size=batch_size).values
     return MetricResult("forget_quality", ks_pvalue(tr, retain_tr), tr, {"retain_tr": np.asarray(retain_tr)})
 
+def _check_auc(v, nm: str) -> None:
+    "An AUC: a finite number (not a bool) in [0, 1]."
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+        raise ValueError(f"{nm} must be a number in [0, 1], got {v!r}")
+    if not (np.isfinite(v) and 0 <= v <= 1): raise ValueError(f"{nm} must lie in [0, 1], got {v}")
+
 def privleak_from_auc(auc: float,            # MIA (MinK) AUC of the unlearned model
                       auc_ret: float = 0.5,  # the retain model's AUC (OpenUnlearning's default ref_value: 0.5)
                      ) -> float:
     "PrivLeak = 100·((1−AUC) − (1−AUC_ret)) / (1−AUC_ret): 0 is ideal, a fine-tuned model sits near −100."
-    for v, nm in ((auc, "auc"), (auc_ret, "auc_ret")):
-        if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
-            raise ValueError(f"{nm} must be a number in [0, 1], got {v!r}")
-        if not (np.isfinite(v) and 0 <= v <= 1): raise ValueError(f"{nm} must lie in [0, 1], got {v}")
+    for v, nm in ((auc, "auc"), (auc_ret, "auc_ret")): _check_auc(v, nm)
     if auc_ret == 1:
         raise ValueError("PrivLeak is undefined for auc_ret = 1 (it divides by 1 − AUC_ret = 0; the official "
                                       "code's + 1e-10 turns that into values of order 1e11)")
@@ -601,6 +620,12 @@ def evaluate_results(model, tokenizer, bench: SynthTOFU,
                      reference: RetainReference | None = None,  # the retain model's statistics, precomputed
                     ) -> dict[str, MetricResult]:
     "Every metric of `metrics` on one model, sharing forward passes: {name: MetricResult}."
+    if isinstance(metrics, (str, bytes)):
+        raise ValueError(f"metrics must be a list of metric names, not the bare string {metrics!r}: "
+                         f"write [{metrics!r}]")
+    check_int(batch_size, "batch_size", 1)
+    if max_new_tokens is not None: check_int(max_new_tokens, "max_new_tokens", 1)
+    if auc_ret is not None: _check_auc(auc_ret, "auc_ret")
     metrics = list(ALL_METRICS if metrics is None else metrics)
     bad = [m for m in metrics if m not in ALL_METRICS]
     if bad: raise ValueError(f"unknown metric(s) {bad}; choose from {ALL_METRICS}")

@@ -35,6 +35,12 @@ def check_batch(batch: Mapping[str, torch.Tensor],  # an `lm.encode(...)` dict
     ids = batch["input_ids"]
     if not torch.is_tensor(ids) or ids.ndim != 2:
         raise ValueError(f"{name}['input_ids'] must be a 2-D tensor (rows, length)")
+    for k in ("input_ids", "attention_mask", "labels"):                 # token ids and masks are integers
+        v = batch[k]
+        if (not torch.is_tensor(v) or v.is_floating_point() or v.is_complex()
+                or (v.dtype == torch.bool and k != "attention_mask")):
+            raise ValueError(f"{name}[{k!r}] must be an integer tensor (as lm.encode returns), got "
+                             f"{v.dtype if torch.is_tensor(v) else type(v).__name__}")
     n = ids.shape[0]
     if n == 0: raise ValueError(f"{name} is empty: no rows")
     bad = {k: tuple(v.shape) for k, v in batch.items() if torch.is_tensor(v) and tuple(v.shape[:2]) != tuple(ids.shape)}
@@ -44,6 +50,9 @@ def check_batch(batch: Mapping[str, torch.Tensor],  # an `lm.encode(...)` dict
         )
     empty = ((batch["labels"][:, 1:] != -100).sum(1) == 0).nonzero().flatten().tolist()
     if empty: raise ValueError(f"{name}: row(s) {empty[:10]} have no answer token (labels all -100)")
+    hidden = (batch["labels"][:, 1:] != -100) & (batch["attention_mask"][:, 1:] == 0)
+    unseen = hidden.any(1).nonzero().flatten().tolist()
+    if unseen: raise ValueError(f"{name}: row(s) {unseen[:10]} have answer labels where attention_mask is 0 (padding)")
     if model is not None: lm.check_token_ids(model, ids, f"{name}['input_ids']")
     return n
 
@@ -347,17 +356,23 @@ def unlearn(model,                                  # a transformers causal LM (
         nr = check_batch(retain, "retain", model)
     for k, v in (("batch_size", batch_size), ("grad_accum", grad_accum)):
         check_int(v, k, 1)
-    if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
+    seed = check_int(seed, "seed")                                      # torch.manual_seed wants a Python int
+    if callback_every is not None: check_int(callback_every, "callback_every", 0)
+    if isinstance(lr, bool) or not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
         raise ValueError(f"lr must be a positive finite number, got {lr!r}")
+    lm.check_adamw(weight_decay, betas)                                # before any work (AdamW checks only defaults)
     max_norm = lm.clip_norm(grad_clip)                                  # < 0 would flip every gradient
     spe = max(1, math.ceil(nf / (batch_size * grad_accum)))             # steps per epoch (the forget set is the anchor)
     if steps is not None and epochs is not None: raise ValueError("give `steps` or `epochs`, not both")
     if steps is None:
         epochs = 10.0 if epochs is None else epochs
-        if not (math.isfinite(epochs) and epochs > 0):
+        if isinstance(epochs, bool) or not isinstance(epochs, (int, float, np.integer, np.floating)) \
+                or not (math.isfinite(epochs) and epochs > 0):
             raise ValueError(f"epochs must be a positive number, got {epochs!r}")
         steps = max(1, math.ceil(epochs * spe))
     check_int(steps, 'steps', 1)
+    if isinstance(warmup, bool):
+        raise ValueError(f"warmup must be an int >= 0, a fraction in [0, 1) or None, got {warmup!r}")
     if warmup is None:                                                 # warmup_epochs: 1.0 (configs/experiment/unlearn)
         warm = min(spe, steps - 1)
     elif isinstance(warmup, float) and 0 <= warmup < 1: warm = int(round(warmup * steps))
