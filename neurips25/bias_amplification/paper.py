@@ -13,6 +13,7 @@ from torch import nn
 import torch.nn.functional as F
 
 from ..core import get_device, progress, check_int
+from ..vision import image_loader, prepare_images
 from .data import GroupData, minority_count
 from .theory import check_zeta
 from .train import extra_epochs
@@ -190,40 +191,18 @@ class _NoNorm(nn.Identity):
 
 
 # %% ../../nbs/p03_bias_amplification/03_paper.ipynb #40626613
-class _Uint8Images(torch.utils.data.Dataset):
-    "Items (uint8 (3, H, W) tensor, s, y): decoding is cheap, the float work happens on the device."
-    def __init__(self, g: ImageGroups):
-        self.x = torch.from_numpy(np.ascontiguousarray(g.images.transpose(0, 3, 1, 2)))
-        self.s, self.y = torch.from_numpy(g.s), torch.from_numpy(g.y)
-    def __len__(self): return len(self.y)
-    def __getitem__(self, i): return self.x[i], self.s[i], self.y[i]
-
 def _loader(g: ImageGroups, batch_size: int, shuffle: bool, num_workers: int, device, generator=None):
-    return torch.utils.data.DataLoader(_Uint8Images(g), batch_size=batch_size, shuffle=shuffle, generator=generator,
-                                       num_workers=num_workers, pin_memory=device.type == "cuda",
-                                       persistent_workers=num_workers > 0, drop_last=False)
+    "Batches (uint8 images, s, y) of `g` (vision.image_loader: the float work happens on the device)."
+    return image_loader(g.images, g.s, g.y, batch_size=batch_size, shuffle=shuffle, workers=num_workers,
+                        device=device, generator=generator)
 
 def prepare(x: torch.Tensor,            # uint8 (B, 3, H, W) on the device
             mean=CIFAR_MEAN, std=CIFAR_STD,
             augment: bool = False,      # random crop (padding 4) + horizontal flip, as the official train transform
             generator: torch.Generator | None = None,
            ) -> torch.Tensor:
-    "Float, normalised (and augmented) batch on x's device."
-    x = x.float().div_(255)
-    if augment:
-        B, C, H, W = x.shape
-        i = torch.randint(0, 9, (B,), generator=generator).to(x.device)
-        j = torch.randint(0, 9, (B,), generator=generator).to(x.device)
-        flip = (torch.rand(B, generator=generator) < 0.5).to(x.device)
-        xp = F.pad(x, (4, 4, 4, 4))
-        r = (i[:, None] + torch.arange(H, device=x.device))[:, None, :, None]
-        c = (j[:, None] + torch.arange(W, device=x.device))[:, None, None, :]
-        b_ = torch.arange(B, device=x.device)[:, None, None, None]
-        x = xp[b_, torch.arange(C, device=x.device)[None, :, None, None], r, c]
-        x = torch.where(flip[:, None, None, None], x.flip(3), x)
-    m = torch.tensor(mean, dtype=x.dtype, device=x.device).view(1, -1, 1, 1)
-    s = torch.tensor(std, dtype=x.dtype, device=x.device).view(1, -1, 1, 1)
-    return (x - m) / s
+    "Float, normalised (and augmented) batch on x's device: `vision.prepare_images` with the official CIFAR statistics."
+    return prepare_images(x, mean, std, augment, generator)
 
 # %% ../../nbs/p03_bias_amplification/03_paper.ipynb #ac9e21b2
 def _group_stats(loss_sum, correct, count) -> dict:

@@ -11,6 +11,7 @@ from torch import nn
 import torch.nn.functional as F
 
 from ..core import get_device, progress, check_int
+from ..vision import image_loader, prepare_images
 from .selective import selective_scores
 
 # %% auto #0
@@ -103,37 +104,13 @@ def prepare(x: torch.Tensor,           # uint8 (B, 3, H, W) on the device
             augment: bool = False,     # random crop (padding 4) and horizontal flip
             generator: torch.Generator | None = None,  # CPU generator of the augmentation draws
            ) -> torch.Tensor:
-    "A float, normalised (and augmented) batch on x's device."
-    x = x.float().div_(255)
-    if augment:
-        B, C, H, W = x.shape
-        i = torch.randint(0, 9, (B,), generator=generator).to(x.device)
-        j = torch.randint(0, 9, (B,), generator=generator).to(x.device)
-        flip = (torch.rand(B, generator=generator) < 0.5).to(x.device)
-        xp = F.pad(x, (4, 4, 4, 4))
-        rows = (i[:, None] + torch.arange(H, device=x.device))[:, None, :, None]
-        cols = (j[:, None] + torch.arange(W, device=x.device))[:, None, None, :]
-        b_ = torch.arange(B, device=x.device)[:, None, None, None]
-        c_ = torch.arange(C, device=x.device)[None, :, None, None]
-        x = xp[b_, c_, rows, cols]
-        x = torch.where(flip[:, None, None, None], x.flip(3), x)
-    m = torch.tensor(mean, dtype=x.dtype, device=x.device).view(1, -1, 1, 1)
-    s = torch.tensor(std, dtype=x.dtype, device=x.device).view(1, -1, 1, 1)
-    return (x - m) / s
-
-class _Uint8Images(torch.utils.data.Dataset):
-    "Items (uint8 (3, H, W) tensor, label): the loader moves bytes, the device does the float work."
-    def __init__(self, images: np.ndarray, labels: np.ndarray):
-        self.x = torch.from_numpy(np.ascontiguousarray(images.transpose(0, 3, 1, 2)))
-        self.y = torch.from_numpy(np.asarray(labels, np.int64))
-
-    def __len__(self): return len(self.y)
-    def __getitem__(self, i): return self.x[i], self.y[i]
+    "A float, normalised (and augmented) batch on x's device (`vision.prepare_images`, shared with P03)."
+    return prepare_images(x, mean, std, augment, generator)
 
 def _loader(images, labels, batch_size: int, shuffle: bool, workers: int, device: torch.device, generator=None):
-    return torch.utils.data.DataLoader(_Uint8Images(images, labels), batch_size=batch_size, shuffle=shuffle,
-                                       generator=generator, num_workers=workers, pin_memory=device.type == "cuda",
-                                       persistent_workers=workers > 0, drop_last=False)
+    "Batches (uint8 images, int64 labels) (vision.image_loader)."
+    return image_loader(images, np.asarray(labels, np.int64), batch_size=batch_size, shuffle=shuffle, workers=workers,
+                        device=device, generator=generator)
 
 def _atomic_save(obj, path: Path):
     tmp = Path(str(path) + ".tmp")
