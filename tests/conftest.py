@@ -145,3 +145,16 @@ def notebook_defaults():
     "A function: notebook path -> the defaults of its `parameters` cell, read by the runner's own parser."
     from neurips25.runner.registry import notebook_parameters
     return lambda nb_path: {name: p["default"] for name, p in notebook_parameters(nb_path).items()}
+
+
+@pytest.fixture(scope="module")
+def p09_tiny():
+    ("P09's smallest world, one per test module: SynthTOFU (10 authors x 3 questions), its word tokenizer and an "
+     "untrained one-layer Llama.")
+    import torch
+    from neurips25 import lm
+    from neurips25.unlearning.data import synth_tofu, synth_tokenizer
+    torch.set_num_threads(1)
+    bench = synth_tofu(10, 3, seed=0)
+    tok = synth_tokenizer(bench)
+    return bench, tok, lm.tiny_lm(tok, n_layer=1, d_model=32, n_head=2, n_ctx=64, seed=0, device="cpu")

@@ -18,12 +18,9 @@ from neurips25.unlearning.data import format_prompts, qa_batch, synth_tofu, synt
 
 
 @pytest.fixture(scope="module")
-def small():
-    "SynthTOFU (10 authors x 3 questions), its tokenizer, an untrained one-layer Llama and the forget/retain batches."
-    torch.set_num_threads(1)
-    bench = synth_tofu(10, 3, seed=0)
-    tok = synth_tokenizer(bench)
-    model = lm.tiny_lm(tok, n_layer=1, d_model=32, n_head=2, n_ctx=64, seed=0, device="cpu")
+def small(p09_tiny):
+    "conftest's p09_tiny (SynthTOFU 10 x 3, tokenizer, untrained one-layer Llama) with the forget/retain batches."
+    bench, tok, model = p09_tiny
     fdf, hdf = bench.split("forget10"), bench.split("holdout10")
     return bench, tok, model, fdf, hdf, qa_batch(tok, fdf), qa_batch(tok, bench.split("retain90"))
 

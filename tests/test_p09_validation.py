@@ -25,13 +25,9 @@ PKG = Path(__file__).resolve().parents[1] / "neurips25" / "unlearning"
 
 
 @pytest.fixture(scope="module")
-def small():
-    "SynthTOFU with 3 forget rows (10 authors x 3 questions) and an untrained tiny Llama over its words."
-    torch.set_num_threads(1)
-    bench = synth_tofu(10, 3, seed=0)
-    tok = synth_tokenizer(bench)
-    model = lm.tiny_lm(tok, n_layer=1, d_model=32, n_head=2, n_ctx=64, seed=0, device="cpu")
-    return bench, tok, model
+def small(p09_tiny):
+    "SynthTOFU with 3 forget rows (10 authors x 3 questions) and an untrained tiny Llama over its words (conftest)."
+    return p09_tiny
 
 
 # ---------------------------------------------------------------- the review's cases, each a clear error
