@@ -13,7 +13,7 @@ from .executors import fmt_duration, reused_seconds
 
 # %% auto #0
 __all__ = ['cell', 'read_claims', 'collect', 'best_records', 'claim_counts', 'checks_text', 'full_work_now', 'gpu_check_section',
-           'render_report', 'write_report', 'status_rows']
+           'runtime_section', 'render_report', 'write_report', 'status_rows']
 
 # %% ../../nbs/01d_report.ipynb #45d5e825
 def cell(v) -> str:
@@ -277,6 +277,49 @@ def _took(m: dict) -> str:
     reused = reused_seconds(m, set())
     return f"{m.get('duration_s', 0):.0f} s" + (f" (+ {fmt_duration(reused)} reused from the cache)" if reused else "")
 
+def runtime_section(reg,                     # load_registry(...)
+                    best: dict,              # best_records(collect(...))
+                    profile: str = "medium", # the profile whose counted runs are timed
+                   ) -> list[str]:
+    ("REPORT's run-time table: per series, the counted `profile` runs' notebook wall times (manifest `duration_s`) "
+     "summed, the longest run, the kernel threads and when they ran; [] where no run of `profile` is counted.")
+    per = []
+    for s in reg:
+        rs = [best[a.id] for a in s.artefacts
+              if a.id in best and best[a.id]["good"] and best[a.id]["profile"] == profile]
+        if rs: per.append((s, rs))
+    if not per:
+        return []
+    runs = [r for _, rs in per for r in rs]
+    made = {(c.get("name"), c.get("key")) for r in runs for c in (r["good"].get("cache") or []) if not c.get("hit")}
+    def dur(r): return float(r["good"].get("duration_s") or 0.0)
+    def span(rs):
+        d = sorted({str(r["good"].get("started") or "")[:10] for r in rs} - {""})
+        return "—" if not d else d[0] if len(d) == 1 else f"{d[0]} – {d[-1]}"
+    def threads(rs):
+        t = sorted({(r["good"].get("threads") or {}).get("requested") for r in rs} - {None})
+        return "—" if not t else "/".join(map(str, t))
+    def row(name, rs):
+        tot, reused = sum(map(dur, rs)), sum(reused_seconds(r["good"], made) for r in rs)
+        top = max(rs, key=dur)
+        cpus = sorted({((r["good"].get("device") or {}).get("cpu") or {}).get("model") for r in rs} - {None})
+        return (f"| {name} | {len(rs)} | {fmt_duration(tot)}" + (f" (+ {fmt_duration(reused)} reused)" if reused else "")
+                + f" | {cell(top['art'].name)} ({fmt_duration(dur(top))}) | {threads(rs)} | {cell(', '.join(cpus) or '—')} "
+                f"| {span(rs)} |")
+    serial = sum(map(dur, runs))
+    L = [f"## Run time at `{profile}`", "",
+         f"The notebook wall time of each counted `{profile}` run (its manifest's `duration_s`: one kernel, with the "
+         f"threads the runner gave it, on the CPU named), summed per series: {fmt_duration(serial)} in all, what a "
+         f"fresh clone spends with `--jobs 1`. `--jobs 2` runs two kernels at once and needs at least half of that "
+         f"as wall time; `neurips25 reproduce --dry-run` prints the plan's expected wall time. A run timed while other "
+         f"work shared its cores reads longer than it would on an idle machine (the last column says when each "
+         f"series was timed). *Reused*: cached work a run read that no run here made (a fresh clone computes it).", "",
+         "| series | runs | serial | longest run | kernel threads | CPU | timed (UTC) |",
+         "|---|---|---|---|---|---|---|"]
+    L += [row(f"[{s.folder}](#{s.folder})", rs) for s, rs in per]
+    L += [row("**total**", runs), ""]
+    return L
+
 def render_report(root: Path | None = None, outputs: Path | None = None) -> str:
     "The Markdown of REPORT.md (a function of the results on disk and the registries' git history only)."
     outputs = Path(outputs or core.OUTPUTS_PATH).resolve()
@@ -314,6 +357,7 @@ def render_report(root: Path | None = None, outputs: Path | None = None) -> str:
         L.append(f"| {title} | [{s.folder}](#{s.folder}) | " + " | ".join(str(row[k]) for k in keys) +
                  f" | {checks_text(cc['check'])} |")
     L += ["| **total** | | " + " | ".join(str(tot[k]) for k in keys) + f" | {checks_text(tot_checks)} |", ""]
+    L += runtime_section(reg, best)
     L += gpu_check_section(outputs, full_work_now(reg))
     if errors:
         L += ["## Registry errors", "", "These series were skipped: their `runs.yaml` is invalid.", ""]
