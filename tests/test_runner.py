@@ -46,6 +46,7 @@ def test_set_is_parsed_by_declared_type_recorded_and_stored_apart(fixture_repo):
     injected = [c for c in nb["cells"] if "injected-parameters" in c["metadata"].get("tags", [])]
     assert len(injected) == 1 and "label = \"007\"" in "".join(injected[0]["source"])
     assert m["threads"]["requested"] == 1 and m["threads"]["kernel"]["omp_num_threads"] == "1"   # defect 8
+    assert 0 < m["threads"]["kernel"]["cpu_s"] < 60, m["threads"]["kernel"]   # the kernel's CPU seconds (run time)
     rep = (fixture_repo / "outputs" / "REPORT.md").read_text()
     assert "Runs with `--set` overrides" in rep and f"| fig_a | {d.name} | scale=2, label=007 | ok |" in rep
     assert "| P98 Fixture paper | [p98_fix](#p98_fix) | 0 | 0 | 0 | 2 |" in rep      # not counted as the profile

@@ -393,6 +393,10 @@ _PROBE = ("__import__('json').dumps({'torch': __import__('sys').modules['torch']
           "'peak_mib': t.cuda.max_memory_allocated() / 2**20 if t.cuda.is_initialized() else 0.0})"
           "(__import__('sys').modules['torch']) "
           "if 'torch' in __import__('sys').modules else None, "
+          # CPU seconds of the kernel process and the children it waited for: with the run's wall time, whether it had
+          # its cores (a run timed while other work shared them reads longer: REPORT's run-time table shows the ratio)
+          "'cpu_s': (lambda R: round(sum(getattr(R.getrusage(w), f) for w in (R.RUSAGE_SELF, R.RUSAGE_CHILDREN) "
+          "for f in ('ru_utime', 'ru_stime')), 2))(__import__('resource')), "
           # the cached work the run reused or made (`_LOG_CACHE`)
           "'cache': getattr(__import__('sys').modules.get('neurips25.core'), '_neurips25_cache_log', None)})")
 _PROBED: dict = {}

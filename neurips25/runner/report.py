@@ -299,13 +299,18 @@ def runtime_section(reg,                     # load_registry(...)
     def threads(rs):
         t = sorted({(r["good"].get("threads") or {}).get("requested") for r in rs} - {None})
         return "—" if not t else "/".join(map(str, t))
+    def busy(rs):                            # mean cores the kernels kept busy (CPU s / wall s), where recorded
+        cs = [(((r["good"].get("threads") or {}).get("kernel") or {}).get("cpu_s"), dur(r)) for r in rs]
+        cs = [(c, d) for c, d in cs if isinstance(c, (int, float)) and d > 0]
+        return "—" if not cs else f"{sum(c for c, _ in cs) / sum(d for _, d in cs):.2f}" + \
+            ("" if len(cs) == len(rs) else f" ({len(cs)} of {len(rs)} runs)")
     def row(name, rs):
         tot, reused = sum(map(dur, rs)), sum(reused_seconds(r["good"], made) for r in rs)
         top = max(rs, key=dur)
         cpus = sorted({((r["good"].get("device") or {}).get("cpu") or {}).get("model") for r in rs} - {None})
-        return (f"| {name} | {len(rs)} | {fmt_duration(tot)}" + (f" (+ {fmt_duration(reused)} reused)" if reused else "")
-                + f" | {cell(top['art'].name)} ({fmt_duration(dur(top))}) | {threads(rs)} | {cell(', '.join(cpus) or '—')} "
-                f"| {span(rs)} |")
+        took = fmt_duration(tot) + (f" (+ {fmt_duration(reused)} reused)" if reused else "")
+        return (f"| {name} | {len(rs)} | {took} | {cell(top['art'].name)} ({fmt_duration(dur(top))}) "
+                f"| {threads(rs)} | {busy(rs)} | {cell(', '.join(cpus) or '—')} | {span(rs)} |")
     serial = sum(map(dur, runs))
     L = [f"## Run time at `{profile}`", "",
          f"The notebook wall time of each counted `{profile}` run (its manifest's `duration_s`: one kernel, with the "
@@ -313,9 +318,11 @@ def runtime_section(reg,                     # load_registry(...)
          f"fresh clone spends with `--jobs 1`. `--jobs 2` runs two kernels at once and needs at least half of that "
          f"as wall time; `neurips25 reproduce --dry-run` prints the plan's expected wall time. A run timed while other "
          f"work shared its cores reads longer than it would on an idle machine (the last column says when each "
-         f"series was timed). *Reused*: cached work a run read that no run here made (a fresh clone computes it).", "",
-         "| series | runs | serial | longest run | kernel threads | CPU | timed (UTC) |",
-         "|---|---|---|---|---|---|---|"]
+         f"series was timed), and *cores busy* shows it: the kernels' CPU seconds over their wall seconds, about the "
+         f"kernel threads on an idle machine, less where the run waited for a core (or for I/O). *Reused*: cached "
+         f"work a run read that no run here made (a fresh clone computes it).", "",
+         "| series | runs | serial | longest run | kernel threads | cores busy | CPU | timed (UTC) |",
+         "|---|---|---|---|---|---|---|---|"]
     L += [row(f"[{s.folder}](#{s.folder})", rs) for s, rs in per]
     L += [row("**total**", runs), ""]
     return L
