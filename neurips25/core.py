@@ -11,10 +11,10 @@ import numpy as np
 # %% auto #0
 __all__ = ['REPO_ROOT', 'NBS_PATH', 'DATA_PATH', 'CACHE_PATH', 'OUTPUTS_PATH', 'SHARED_DATA', 'PROFILES', 'OKABE_ITO', 'VERDICTS',
            'CLAIM_KINDS', 'in_test', 'current_profile', 'in_notebook', 'seed_everything', 'get_device', 'check_int',
-           'set_style', 'start_run', 'output_dir', 'savefig', 'to_markdown', 'save_table', 'ClaimRegistryError',
-           'claims_file', 'load_claims', 'registered_claim', 'record_claim', 'gpu_check_active', 'profile_params',
-           'record_rate', 'projected_full_s', 'library_hash', 'cache_key', 'cache_enabled', 'cached', 'DataFileError',
-           'sha256_file', 'data_file', 'progress', 'package_versions', 'device_info']
+           'check_real', 'set_style', 'start_run', 'output_dir', 'savefig', 'to_markdown', 'save_table',
+           'ClaimRegistryError', 'claims_file', 'load_claims', 'registered_claim', 'record_claim', 'gpu_check_active',
+           'profile_params', 'record_rate', 'projected_full_s', 'library_hash', 'cache_key', 'cache_enabled', 'cached',
+           'DataFileError', 'sha256_file', 'data_file', 'progress', 'package_versions', 'device_info']
 
 # %% ../nbs/00_core.ipynb #489fb321
 def _find_repo_root() -> Path:
@@ -110,6 +110,43 @@ def check_int(v,                       # the value to check
                                   else f" <= {hi}" if lo is None else f" in [{lo}, {hi}]")
         raise error(f"{name} must be {req}, got {v!r}")
     return int(v)
+
+# %% ../nbs/00_core.ipynb #86f39bfa
+def check_real(v,                          # the value to check
+               name: str,                  # its name, for the message
+               lo: float | None = None,    # lower bound (None: none)
+               hi: float | None = None,    # upper bound (None: none)
+               *,
+               lo_open: bool = False,      # v > lo instead of v >= lo
+               hi_open: bool = False,      # v < hi instead of v <= hi
+               finite: bool = True,        # refuse ±inf (NaN is always refused)
+               error: type = ValueError,   # the exception class raised (a series' ValueError subclass)
+               req: str | None = None,     # what the message says `v` must be (default from the bounds)
+              ) -> float:
+    ("`v` as a Python float if it is a real scalar (a Python or NumPy int or float, a 0-d real array or tensor; not a "
+     "bool, a string, None or a complex), not NaN, finite unless `finite=False`, within the bounds; else "
+     "`error('{name} must be {req}, got {v!r}')`.")
+    x = v.detach().cpu() if hasattr(v, "detach") and hasattr(v, "cpu") else v     # a torch tensor, torch not imported
+    f = None
+    if isinstance(v, (bool, np.bool_)):
+        pass
+    elif isinstance(x, (int, float, np.integer, np.floating)) or (np.ndim(x) == 0 and not isinstance(x, (str, bytes))
+                                                                  and np.asarray(x).dtype.kind in "iuf"):
+        try:
+            f = float(x)
+        except OverflowError:                                                    # an int beyond a float's range
+            f = None
+    ok = f is not None and not np.isnan(f) and (np.isfinite(f) or not finite) \
+        and (lo is None or (f > lo if lo_open else f >= lo)) and (hi is None or (f < hi if hi_open else f <= hi))
+    if not ok:
+        if req is None:
+            lo_s, hi_s = ("(" if lo_open else "["), (")" if hi_open else "]")
+            req = ("a finite number" if finite else "a number (not NaN)") + (
+                "" if lo is None and hi is None else f" {'>' if lo_open else '>='} {lo:g}" if hi is None
+                else f" {'<' if hi_open else '<='} {hi:g}" if lo is None else f" in {lo_s}{lo:g}, {hi:g}{hi_s}")
+        raise error(f"{name} must be {req}, got {v!r}")
+    return f
+
 
 # %% ../nbs/00_core.ipynb #88222f52
 # colour-blind safe

@@ -601,19 +601,17 @@ def _n_tokens(batch: Mapping[str, Any]) -> int:
 def clip_norm(grad_clip: float | None) -> float:
     "The max gradient norm for `clip_grad_norm_`: None or 0 mean no clipping (inf); else a finite number > 0."
     if grad_clip is None: return float("inf")
-    if (isinstance(grad_clip, bool) or not isinstance(grad_clip, (int, float, np.integer, np.floating))
-            or not math.isfinite(grad_clip) or grad_clip < 0):   # < 0 flips every gradient; NaN gives NaN weights
-        raise ValueError(f"grad_clip must be None, 0 (no clipping) or a finite number > 0, got {grad_clip!r}")
-    return float(grad_clip) if grad_clip > 0 else float("inf")
+    g = core.check_real(grad_clip, "grad_clip", 0, req="None, 0 (no clipping) or a finite number > 0")   # < 0 flips
+    return g if g > 0 else float("inf")                                  # every gradient; NaN gives NaN weights
 
 def check_adamw(weight_decay, betas) -> None:
     ("AdamW's weight decay (a finite number >= 0) and betas (a pair in [0, 1)): torch checks only the optimizer's "
      "defaults, not a parameter group's weight decay, so < 0 or NaN went through silently.")
-    real = lambda v: not isinstance(v, (bool, np.bool_)) and isinstance(v, (int, float, np.integer, np.floating))
-    if not (real(weight_decay) and math.isfinite(weight_decay) and weight_decay >= 0):
-        raise ValueError(f"weight_decay must be a finite number >= 0, got {weight_decay!r}")
-    if not (isinstance(betas, (tuple, list)) and len(betas) == 2 and all(real(b) and 0 <= b < 1 for b in betas)):
+    core.check_real(weight_decay, "weight_decay", 0)
+    if not (isinstance(betas, (tuple, list)) and len(betas) == 2):
         raise ValueError(f"betas must be a pair of numbers in [0, 1) (AdamW's beta1, beta2), got {betas!r}")
+    for b in betas:
+        core.check_real(b, "betas", 0, 1, hi_open=True, req="a pair of numbers in [0, 1) (AdamW's beta1, beta2)")
 
 def make_optimizer(model, lr: float, weight_decay: float = 0.01, betas=(0.9, 0.95)) -> torch.optim.AdamW:
     "AdamW with weight decay on matrices only (not on norms, biases)."

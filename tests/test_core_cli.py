@@ -136,3 +136,46 @@ def test_integer_guards_are_core_check_int():
                    (lambda v: synth_tofu(n_authors=v), "n_authors must be an integer >= 4")):
         for bad in (True, 2.0, "3", 0):                  # bools and integral floats are refused everywhere (P02 aside)
             with pytest.raises(ValueError, match=re.escape(msg)): f(bad)
+
+
+# The hand-written "a real number, not a bool" guards left, each a different test than a real scalar's:
+_REAL_TESTS_LEFT = {
+    "core.py": 2,                     # check_real itself (Python/NumPy scalars; 0-d arrays and tensors)
+    "iipm/capacities.py": 1,          # subset_index: class ids, integral floats (2.0 from an array) accepted
+    "iipm/selective.py": 1,           # forest_grid ranges: integral floats accepted as counts
+}
+
+def test_real_guards_are_core_check_real():
+    ("No module writes its own 'a finite real number, not a bool' guard (isinstance against int/float/np.integer/"
+     "np.floating or numbers.Real, a 0-d dtype.kind test, a private _is_real): core.check_real is the one, so a bool, "
+     "a string, None and NaN are refused alike everywhere, with the argument's name.")
+    import re
+    from pathlib import Path
+    import numpy as np
+    import neurips25
+    pkg = Path(neurips25.__file__).parent
+    rx = re.compile(r"isinstance\(\s*[\w.\[\]]+\s*,\s*\((?:[\w.]+, )*(?:int, float, np\.integer, np\.floating|"
+                    r"int, np\.integer, float, np\.floating)\)\)|numbers\.Real|np\.asarray\([\w.]+\)\.dtype\.kind (?:not )?in "
+                    r"\"iuf\"|def _(?:is_|finite_)?real\(")
+    found = {}
+    for f in sorted(pkg.rglob("*.py")):
+        n = len(rx.findall(f.read_text()))
+        if n: found[f.relative_to(pkg).as_posix()] = n
+    assert found == _REAL_TESTS_LEFT, found
+    from neurips25.fair_matroid.online import hoeffding_lower
+    from neurips25.care.metrics import nsd
+    from neurips25.equality_of_impact.env import SatExp
+    from neurips25.curation.criteria import epsilon_graph
+    from neurips25.unlearning.metrics import min_k_score
+    from neurips25.lm import clip_norm
+    from neurips25.fair_selection.instances import PF
+    m = np.zeros((8, 8), bool); m[2:5, 2:5] = True
+    for f, msg in ((lambda v: hoeffding_lower(0.5, 10, v), "delta must be a number in (0, 1), got"),
+                   (lambda v: nsd(m, m, 1.0, v), "tolerance must be > 0 mm (a finite number), got"),
+                   (lambda v: SatExp(v), "rate must be a positive finite number, got"),
+                   (lambda v: epsilon_graph(np.zeros((3, 2)), v), "eps must be a finite number >= 0, got"),
+                   (lambda v: min_k_score([-1.0, -2.0], v), "k (the MinK fraction of tokens) must be in (0, 1], got"),
+                   (lambda v: clip_norm(v), "grad_clip must be None, 0 (no clipping) or a finite number > 0, got"),
+                   (lambda v: PF(v), "beta must be in (0, 1], got")):
+        for bad in (True, np.True_, "0.5", float("nan"), [0.5]):   # refused by every one, never coerced or compared
+            with pytest.raises(ValueError, match=re.escape(msg)): f(bad)

@@ -39,7 +39,7 @@ def test_privleak_auc_ret_one_is_refused():
 
 @pytest.mark.parametrize("k", [-1, 5, 0, 1.5, "0.4", True])
 def test_min_k_fraction(k):
-    with pytest.raises(ValueError, match=r"must lie in \(0, 1\]"):
+    with pytest.raises(ValueError, match=r"must be in \(0, 1\]"):
         min_k_score([-1.0, -2.0, -3.0], k)                       # k=-1 returned 3.0, k=5 returned 2.0
     assert min_k_score([-1.0, -2.0, -3.0, -4.0, -5.0], 0.4) == pytest.approx(4.5)
 
@@ -51,7 +51,7 @@ def test_min_k_fraction(k):
                                         (lambda: UNDIAL(beta=-2.0), "beta must be >= 0"),
                                         (lambda: PDU(dual_step_size=-1.0), "dual_step_size must be >= 0"),
                                         (lambda: RMU(steering_coeff=-2.0), "steering_coeff must be > 0"),
-                                        (lambda: GradDiff(alpha="1"), "alpha must be a number")])
+                                        (lambda: GradDiff(alpha="1"), r"alpha must be >= 0 \(a finite number")])
 def test_hyperparameters_checked_in_one_place(make, match):
     with pytest.raises(ValueError, match=match):
         make()

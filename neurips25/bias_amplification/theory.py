@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-from ..core import check_int
+from ..core import check_int, check_real
 
 # %% auto #0
 __all__ = ['GD_MAX_POINTS', 'check_zeta', 'ToyModel', 'sample_toy', 'full_data_theta', 'proximity_ratio', 'toy_closed_forms',
@@ -17,10 +17,7 @@ __all__ = ['GD_MAX_POINTS', 'check_zeta', 'ToyModel', 'sample_toy', 'full_data_t
 def check_zeta(zeta: float,  # minority share, must lie in (0, 1)
               ) -> float:
     "Validate a minority fraction ζ ∈ (0, 1) and return it as a float."
-    if isinstance(zeta, bool) or not isinstance(zeta, (int, float, np.integer, np.floating)) or not np.isfinite(zeta):
-        raise ValueError(f"minority fraction zeta must be a finite number in (0, 1), got {zeta!r}")
-    if not 0 < zeta < 1: raise ValueError(f"minority fraction zeta must lie in (0, 1), got {zeta}")
-    return float(zeta)
+    return check_real(zeta, "minority fraction zeta", 0, 1, lo_open=True, hi_open=True, req="a finite number in (0, 1)")
 
 @dataclass(frozen=True)
 class ToyModel:
@@ -344,10 +341,7 @@ def majority_dominated_fraction(m: ToyModel, zeta: float,
     "Share of a ball of parameters where (1−ζ)‖∇L_1‖ ≥ k·ζ‖∇L_0‖ in the toy model."
     zeta = check_zeta(zeta)
     check_int(n_points, 'n_points', 1)
-    for nm, v in (("k", k), ("radius", radius)):
-        if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or not np.isfinite(v) \
-                or v <= 0:
-            raise ValueError(f"{nm} must be a finite number > 0, got {v!r}")
+    for nm, v in (("k", k), ("radius", radius)): check_real(v, nm, 0, lo_open=True)
     rng = np.random.default_rng(seed)
     g = rng.standard_normal((n_points, m.d))
     g /= np.linalg.norm(g, axis=1, keepdims=True)

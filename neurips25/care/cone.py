@@ -7,7 +7,7 @@ import numpy as np
 from ..core import check_int
 import torch
 import torch.nn.functional as F
-from .ct import _as_theta, _is_real
+from .ct import _as_theta
 from .operators import _filter_padded, _tv_gradient, _check_asd, _asd_pocs_loop
 
 # %% auto #0

@@ -4,10 +4,9 @@
 from __future__ import annotations
 import math
 import numpy as np
-from ..core import check_int
+from ..core import check_int, check_real
 import torch
 import torch.nn.functional as F
-from .phantoms import _is_real
 
 # %% auto #0
 __all__ = ['view_angles', 'radon_t', 'backproject_t', 'ramp_filter', 'fbp_t', 'sirt_t', 'sart_t', 'add_noise',
@@ -49,8 +48,7 @@ def view_angles(n_views: int,          # number of projections
     ("Equally spaced sparse-view angles in degrees, `arc·k/n` for k = 0..n-1; 0 < arc <= 360 keeps them distinct "
      "(also modulo 360°).")
     check_int(n_views, 'n_views', 1)
-    if not (_is_real(arc) and 0 < arc <= 360):
-        raise ValueError(f"arc must be a number of degrees in (0, 360] (distinct view angles), got {arc!r}")
+    check_real(arc, "arc", 0, 360, lo_open=True, req="a number of degrees in (0, 360] (distinct view angles)")
     return np.arange(n_views) * (arc / n_views)
 
 # %% ../../nbs/p06_care/00_ct.ipynb #4bf10771
@@ -221,11 +219,9 @@ def add_noise(sino: torch.Tensor,     # clean line integrals (..., A, N)
         raise TypeError(f"sino must be a real torch tensor of line integrals, got {type(sino).__name__}")
     if not torch.isfinite(sino).all(): raise ValueError("sinogram contains NaN or inf")
     if kind == "none": return sino.clone()
-    if not (_is_real(level) and math.isfinite(level) and level > 0):
-        raise ValueError(f"noise level must be > 0, got {level!r} (a finite number: I0 or σ)")
+    check_real(level, "noise level", 0, lo_open=True, req="> 0 (a finite number: I0 or σ)")
     if kind == "poisson":
-        if not (_is_real(mu_scale) and math.isfinite(mu_scale) and mu_scale > 0):
-            raise ValueError(f"mu_scale must be a finite number > 0, got {mu_scale!r}")
+        check_real(mu_scale, "mu_scale", 0, lo_open=True)
         lam = level * torch.exp(-sino * mu_scale)
         counts = torch.poisson(lam, generator=generator)
         return -torch.log(counts.clamp_min(1) / level) / mu_scale

@@ -5,11 +5,11 @@ from __future__ import annotations
 import hashlib, warnings
 from collections import OrderedDict
 import numpy as np
-from ..core import check_int
+from ..core import check_int, check_real
 import pandas as pd
 from scipy import ndimage as ndi
 from skimage.morphology import skeletonize
-from .phantoms import GROUPS, GROUP_METRIC, LABELS, _is_real
+from .phantoms import GROUPS, GROUP_METRIC, LABELS
 
 
 # %% auto #0
@@ -73,8 +73,7 @@ def nsd(pred: np.ndarray,          # binary prediction mask (2-D or 3-D)
         raise ValueError(f"convention must be 'surfel' or 'voxel', got {convention!r}")
     pred, gt = _check_masks(pred, gt)
     sp = _check_spacing(spacing, gt.ndim)
-    if not (_is_real(tolerance) and np.isfinite(tolerance) and tolerance > 0):
-        raise ValueError(f"tolerance must be > 0 mm (a finite number), got {tolerance!r}")
+    check_real(tolerance, "tolerance", 0, lo_open=True, req="> 0 mm (a finite number)")
     if missing not in ("zero", "nan"): raise ValueError("missing must be 'zero' or 'nan'")
     if not gt.any(): return float("nan")                                   # structure absent in GT: excluded
     if not pred.any(): return 0.0 if missing == "zero" else float("nan")
@@ -171,8 +170,7 @@ def aggregate(per_case: pd.DataFrame | list,   # rows = cases, columns = groups 
               scale: float = 100.0,           # report ×100 as the paper
              ) -> pd.DataFrame:
     "Median, 25th and 75th percentile (and mean, std, n) across cases of each column, NaNs excluded."
-    if not (_is_real(scale) and np.isfinite(scale) and scale > 0):    # NaN used to drop every case (n = 0)
-        raise ValueError(f"scale must be a finite number > 0, got {scale!r}")
+    check_real(scale, "scale", 0, lo_open=True)                       # NaN used to drop every case (n = 0)
     df = pd.DataFrame(per_case)
     if len(df) == 0: raise ValueError("no cases to aggregate")
     rows = {}
@@ -205,8 +203,7 @@ def _check_pair(x, y, data_range):
     if x.shape != y.shape: raise ValueError(f"images differ in shape: {x.shape} vs {y.shape}")
     if x.size == 0: raise ValueError(f"images are empty, shape {x.shape}")
     if not (np.isfinite(x).all() and np.isfinite(y).all()): raise ValueError("images contain NaN or inf")
-    if not (_is_real(data_range) and np.isfinite(data_range) and data_range > 0):
-        raise ValueError(f"data_range must be given, finite and > 0, got {data_range!r}")
+    check_real(data_range, "data_range", 0, lo_open=True, req="given, finite and > 0")
     return x, y
 
 def psnr(x: np.ndarray, ref: np.ndarray, data_range: float) -> float:
@@ -222,8 +219,7 @@ def ssim(
     x, ref = _check_pair(x, ref, data_range)
     check_int(win_size, "win_size", req="an odd integer >= 3")
     for k, v in dict(K1=K1, K2=K2).items():                                # NaN used to give SSIM = NaN
-        if not (_is_real(v) and np.isfinite(v) and v >= 0):
-            raise ValueError(f"{k} must be a finite number >= 0, got {v!r}")
+        check_real(v, k, 0)
     if win_size % 2 == 0 or win_size < 3 or min(x.shape) < win_size:
         raise ValueError(f"win_size must be odd, >= 3 and <= every image side, got {win_size}")
     f = lambda a: ndi.uniform_filter(a, size=win_size)

@@ -6,8 +6,8 @@ import math
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from .ct import radon_t, _as_theta, _is_real
-from ..core import check_int
+from .ct import radon_t, _as_theta
+from ..core import check_int, check_real
 
 # %% auto #0
 __all__ = ['UNet', 'freeze', 'care_loss', 'CoordMLP', 'fit_inr', 'BatchedCoordMLP', 'fit_inr_batch']
@@ -62,9 +62,8 @@ def care_loss(enhanced: torch.Tensor,   # Î, (B, 1, H, W)
     "CARE objective without the diffusion term: λ_p·L1(Î, I_gt) + λ_s·CE(Seg(Î), y)."
     if enhanced.shape != target.shape:
         raise ValueError(f"enhanced and target shapes differ: {tuple(enhanced.shape)} vs {tuple(target.shape)}")
-    if not all(_is_real(v) and math.isfinite(v) and v >= 0 for v in (lambda_p, lambda_s)):   # NaN: a NaN loss
-        raise ValueError(f"loss weights must be >= 0 (finite numbers), got lambda_p={lambda_p!r}, "
-                         f"lambda_s={lambda_s!r}")
+    for k, v in (("lambda_p", lambda_p), ("lambda_s", lambda_s)):
+        check_real(v, f"loss weight {k}", 0)                            # NaN: a NaN loss
     l_p = (enhanced - target).abs().mean()
     l_s = enhanced.new_zeros(())
     if lambda_s > 0:

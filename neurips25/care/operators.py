@@ -4,10 +4,10 @@
 from __future__ import annotations
 import abc, math
 import numpy as np
-from ..core import check_int
+from ..core import check_int, check_real
 import scipy.sparse as sps
 import torch
-from .ct import ramp_filter, _as_theta, _as_images, _as_sino, _as_start, _is_real
+from .ct import ramp_filter, _as_theta, _as_images, _as_sino, _as_start
 
 # %% auto #0
 __all__ = ['SparseCT', 'ParallelBeam', 'FanBeam', 'os_sart', 'tv_gradient', 'asd_pocs']
@@ -198,8 +198,8 @@ class FanBeam(SparseCT):
                 f"source_dist must exceed the image half-diagonal {c * math.sqrt(2):.1f} pixels, got {source_dist}"
             )
         self.D, self.n_det = float(source_dist), self.n if n_det is None else check_int(n_det, "n_det", 1)
-        if det_spacing is not None and not _is_real(det_spacing):
-            raise ValueError(f"det_spacing must be None or a number > 0, got {det_spacing!r}")
+        if det_spacing is not None:
+            check_real(det_spacing, "det_spacing", 0, lo_open=True, req="None or a finite number > 0")
         self.du = (
             float(det_spacing)
             if det_spacing is not None
@@ -305,8 +305,7 @@ def _tv_gradient(x: torch.Tensor, eps: float, axes: str) -> torch.Tensor:
         raise TypeError(f"x must be a floating-point torch tensor (..., {axes}), got {getattr(x, 'dtype', type(x))}")
     if x.ndim < nd: raise ValueError(f"x must be {'images' if nd == 2 else 'volumes'} (..., {axes}), "
                                      f"got shape {tuple(x.shape)}")
-    if not (_is_real(eps) and math.isfinite(eps) and eps > 0):       # ε = 0 gives 0/0 = NaN wherever ∇x = 0
-        raise ValueError(f"eps must be a finite number > 0, got {eps!r}")
+    check_real(eps, "eps", 0, lo_open=True)                           # ε = 0 gives 0/0 = NaN wherever ∇x = 0
     with torch.enable_grad():
         z = x.detach().clone().requires_grad_(True)
         d = [torch.diff(z, dim=k, append=z.narrow(k, z.shape[k] - 1, 1)) for k in range(-nd, 0)]
@@ -325,9 +324,8 @@ def _check_asd(alpha, alpha_red, r_max, beta, beta_red, eps, tv_iter):
     "The step parameters of ASD-POCS (2-D and cone): finite numbers, > 0 (eps >= 0), α_red, β_red <= 1, β < 2."
     steps = dict(alpha=alpha, alpha_red=alpha_red, r_max=r_max, beta=beta, beta_red=beta_red, eps=eps)
     for k, v in steps.items():
-        if not (_is_real(v) and math.isfinite(v)): raise ValueError(f"{k} must be a finite number, got {v!r}")
-        if k != "eps" and not v > 0: raise ValueError(f"{k} must be > 0, got {v}")
-    if eps < 0: raise ValueError(f"eps must be >= 0 (a tolerance on ‖Ax − y‖), got {eps}")
+        if k != "eps": check_real(v, k, 0, lo_open=True)
+    check_real(eps, "eps", 0, req="a finite number >= 0 (a tolerance on ‖Ax − y‖)")
     if not (0 < alpha_red <= 1 and 0 < beta_red <= 1 and beta < 2):
         raise ValueError("need 0 < alpha_red, beta_red <= 1 and beta < 2")
     check_int(tv_iter, 'tv_iter', 0)

@@ -4,7 +4,7 @@
 from __future__ import annotations
 from dataclasses import dataclass, field
 import numpy as np
-from ..core import check_int
+from ..core import check_int, check_real
 from scipy import ndimage as ndi
 
 # %% auto #0
@@ -34,16 +34,6 @@ def shepp_logan(n: int = 128) -> np.ndarray:
     return img
 
 # %% ../../nbs/p06_care/01_phantoms.ipynb #727b3d93
-def _is_real(v) -> bool:
-    ("A real scalar: a Python or NumPy int or float, or a 0-d real array or tensor (bool, str and None are not). "
-     "The one such test of the care package (ct, operators, cone, metrics, … import it).")
-    if hasattr(v, "detach") and hasattr(v, "cpu"): v = v.detach().cpu()      # a torch tensor, without importing torch
-    return not isinstance(v, (bool, np.bool_)) and np.ndim(v) == 0 and np.asarray(v).dtype.kind in "iuf"
-
-def _finite_real(v) -> bool:
-    "A finite real scalar (`_is_real`, and not NaN or inf)."
-    return _is_real(v) and bool(np.isfinite(v))
-
 def _grid(n):
     v, u = np.mgrid[:n, :n]
     return (u - (n - 1) / 2) / (n / 2), (v - (n - 1) / 2) / (n / 2)
@@ -51,10 +41,8 @@ def _grid(n):
 def ellipse_mask(n: int, cx: float, cy: float, a: float, b: float, phi: float = 0.0) -> np.ndarray:
     "Boolean ellipse on the normalised [-1,1]² grid: centre (cx, cy), semi-axes (a, b), rotation φ (rad)."
     check_int(n, 'n', 1)
-    if not (_finite_real(a) and _finite_real(b) and a > 0 and b > 0):    # a NaN semi-axis used to give an empty mask
-        raise ValueError(f"semi-axes must be > 0 (finite numbers), got a={a!r}, b={b!r}")
-    for k, w in dict(cx=cx, cy=cy, phi=phi).items():
-        if not _finite_real(w): raise ValueError(f"{k} must be a finite number, got {w!r}")
+    for w in (a, b): check_real(w, "semi-axes", 0, lo_open=True, req="> 0 (finite numbers)")   # NaN: an empty mask
+    for k, w in dict(cx=cx, cy=cy, phi=phi).items(): check_real(w, k)
     u, v = _grid(n)
     du, dv = u - cx, v - cy
     c, s = np.cos(phi), np.sin(phi)
@@ -63,8 +51,7 @@ def ellipse_mask(n: int, cx: float, cy: float, a: float, b: float, phi: float = 
 def tube_mask(n: int, pts: np.ndarray, radius_px: float) -> np.ndarray:
     "Pixels within `radius_px` of the polyline `pts` (k, 2) given in normalised (u, v) coordinates."
     check_int(n, 'n', 1)
-    if not (_finite_real(radius_px) and radius_px >= 0):                 # a negative radius used to give an empty mask
-        raise ValueError(f"radius_px must be a finite number >= 0, got {radius_px!r}")
+    check_real(radius_px, "radius_px", 0)                               # a negative radius used to give an empty mask
     pts = np.asarray(pts, float)
     if pts.ndim != 2 or pts.shape[1] != 2 or len(pts) < 2: raise ValueError("pts must be a (k >= 2, 2) polyline")
     if not np.isfinite(pts).all(): raise ValueError("pts contains NaN or inf")
@@ -113,8 +100,7 @@ def branching_curves(
     region=(0.0, 0.05, 0.7, 0.45),
 ) -> list:
     "A vessel tree as a list of polylines: a smooth walk whose steps spawn shorter side branches."
-    if not (_finite_real(p_branch) and 0 <= p_branch <= 1):             # NaN used to give no branches, silently
-        raise ValueError(f"p_branch must be a probability in [0, 1], got {p_branch!r}")
+    check_real(p_branch, "p_branch", 0, 1, req="a probability in [0, 1]")   # NaN used to give no branches, silently
     check_int(depth, 'depth', 0)
     main = random_walk(rng, start, heading, length, step, sigma, region)
     out = [main]
@@ -142,8 +128,7 @@ MU_WATER = 0.02  # linear attenuation of water at ~70 keV, 1/mm
 
 def hu_to_mu(hu: np.ndarray, spacing_mm: float) -> np.ndarray:
     "HU → attenuation per pixel: μ_water (1 + HU/1000) Δx, clipped at 0 (air)."
-    if not (_finite_real(spacing_mm) and spacing_mm > 0):               # inf used to give an infinite μ
-        raise ValueError(f"spacing must be > 0 mm (a finite number), got {spacing_mm!r}")
+    check_real(spacing_mm, "spacing", 0, lo_open=True, req="> 0 mm (a finite number)")   # inf: an infinite μ
     return np.clip(MU_WATER * (1 + np.asarray(hu, float) / 1000.0), 0, None) * spacing_mm
 
 def anatomical_phantom(n: int = 128,            # image size (pixels)

@@ -4,9 +4,9 @@
 from __future__ import annotations
 from dataclasses import dataclass
 import numpy as np
-from ..core import check_int
+from ..core import check_int, check_real
 import torch
-from .ct import add_noise, _is_real
+from .ct import add_noise
 from .phantoms import hu_to_mu, MU_WATER
 from .operators import ParallelBeam, FanBeam, os_sart, asd_pocs
 from .cone import ConeBeam, cone_os_sart, cone_asd_pocs
@@ -53,8 +53,8 @@ class Scanner:
             check_int(v, k, 1)
         if subsets > n_views: raise ValueError(f"subsets ({subsets}) cannot exceed the views ({n_views})")
         check_int(inr_batch, 'inr_batch', 0, req='an integer >= 0 (0: all slices at once)')
-        if not (_is_real(noise_level) and np.isfinite(noise_level) and noise_level > 0):   # inf: failed at a scan
-            raise ValueError(f"noise_level must be > 0 photons (a finite number), got {noise_level!r}")
+        check_real(noise_level, "noise_level", 0, lo_open=True,               # inf: failed at a scan
+                   req="> 0 photons (a finite number)")
         self.n, self.n_views, self.geometry, self.noise_level = int(n), int(n_views), geometry, float(noise_level)
         self.device, self.dtype = torch.device(device), dtype
         self.subsets, self.sart_iter, self.asd_iter = int(subsets), int(sart_iter), int(asd_iter)

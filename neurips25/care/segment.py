@@ -4,7 +4,8 @@
 from __future__ import annotations
 import numpy as np
 from scipy import ndimage as ndi
-from .metrics import _check_spacing, _is_real
+from ..core import check_real
+from .metrics import _check_spacing
 
 # %% auto #0
 __all__ = ['REFERENCES', 'oracle_segment', 'reference_masks']
@@ -25,8 +26,8 @@ def oracle_segment(rec: np.ndarray,         # reconstructed image (same units as
     if not np.issubdtype(gt.dtype, np.integer): raise ValueError("gt_labels must be an integer array")
     if not (np.isfinite(rec).all() and np.isfinite(ref).all()): raise ValueError("images contain NaN or inf")
     sp = _check_spacing(spacing, gt.ndim)
-    if not (_is_real(margin_mm) and _is_real(band) and margin_mm > 0 and band > 0):
-        raise ValueError(f"margin_mm and band must be > 0 (numbers; inf: no limit), got {margin_mm!r}, {band!r}")
+    for k, v in dict(margin_mm=margin_mm, band=band).items():
+        check_real(v, k, 0, lo_open=True, finite=False, req="> 0 (a number; inf: no limit)")
     crop = crop and np.isfinite(margin_mm)                                # an unbounded margin: the box is everything
     labels = [l for l in np.unique(gt) if l != 0]
     if not labels: raise ValueError("the ground-truth label map is empty")

@@ -2,14 +2,14 @@
 
 # %% ../../nbs/p08_curation/03_criteria.ipynb #6efa75f5
 from __future__ import annotations
-import numbers, time
+import time
 from dataclasses import dataclass, field
 from typing import Sequence
 import numpy as np, pandas as pd, torch
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 from scipy.spatial.distance import pdist
-from ..core import check_int
+from ..core import check_int, check_real
 
 # %% auto #0
 __all__ = ['check_embeddings', 'preprocess', 'balanced_assign', 'balanced_assign_lp', 'kmeans_pp_init', 'balanced_kmeans',
@@ -353,8 +353,7 @@ def purity(labels,    # cluster label per example, shape (N,)
 # %% ../../nbs/p08_curation/03_criteria.ipynb #2d209d30
 def _check_eps(eps, name: str = "eps"):
     "`eps` unchanged if it is a finite real number >= 0 (not a bool, a string or None)."
-    if isinstance(eps, (bool, np.bool_)) or not isinstance(eps, numbers.Real) or not np.isfinite(eps) or eps < 0:
-        raise ValueError(f"{name} must be a finite number >= 0, got {eps!r}")
+    check_real(eps, name, 0)
     return eps
 
 def epsilon_graph(Z,                          # points, shape (N, d)
@@ -836,8 +835,7 @@ def sample_pools(docs: pd.DataFrame,            # documents: columns source, spl
     seeds = [check_int(r, "seed", 0) for r in seeds]
     if not seeds: raise ValueError("sample_pools needs at least one seed")
     if len(set(seeds)) != len(seeds): raise ValueError(f"seeds must be distinct, got {seeds}")
-    if not (isinstance(fraction, numbers.Real) and 0 < fraction <= 1):
-        raise ValueError(f"fraction must be a number in (0, 1], got {fraction!r}")
+    check_real(fraction, "fraction", 0, 1, lo_open=True, req="a number in (0, 1]")
     loss_seed_offset = check_int(loss_seed_offset, "loss_seed_offset", 1)
     clash = sorted(set(seeds) & {r + loss_seed_offset for r in seeds})
     if clash: raise ValueError(f"seed(s) {clash} would train both an embedding proxy and a loss proxy: "
@@ -958,8 +956,7 @@ def _targets(tokenizer, texts: Sequence[str], n_ctx: int) -> np.ndarray:
 
 def _unigram_loss(tokenizer, train_texts, val_targets, val_sources, n_ctx: int, alpha: float = 1.0) -> pd.DataFrame:
     "`unigram_heldout` on held-out windows already encoded by `_targets` (C2 encodes them once per pool)."
-    if isinstance(alpha, (bool, np.bool_)) or not (isinstance(alpha, numbers.Real) and 0 < alpha < np.inf):
-        raise ValueError(f"alpha must be a finite number > 0, got {alpha!r}")      # inf: NaN losses
+    check_real(alpha, "alpha", 0, lo_open=True)                                         # inf: NaN losses
     val_sources = np.asarray(val_sources)
     if len(val_sources) != len(val_targets):
         raise ValueError(f"{len(val_targets)} held-out texts but {len(val_sources)} source labels")

@@ -2,7 +2,7 @@
 
 # %% ../../nbs/p08_curation/04_scale.ipynb #ac6bb0ae
 from __future__ import annotations
-import contextlib, hashlib, json, numbers, os, random, re, time
+import contextlib, hashlib, json, os, random, re, time
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
@@ -11,7 +11,7 @@ import pandas as pd
 import torch
 
 from .. import core, lm
-from ..core import progress, check_int
+from ..core import progress, check_int, check_real
 from .corpus import MiniPile, SPLITS, corpus_sha256, _check_fractions, _split_labels, _rng
 
 # %% auto #0
@@ -250,11 +250,9 @@ def train_lm_full(model,                                # a transformers causal 
     if checkpoint_every < 0:
         raise ValueError(f"checkpoint_every must be >= 0, got {checkpoint_every}")
     if stop_after is not None: check_int(stop_after, "stop_after", 0, req="None or an integer >= 0")
-    if isinstance(warmup, (bool, np.bool_)) or not isinstance(warmup, numbers.Real) or not 0 <= warmup < np.inf:
-        raise ValueError(f"warmup must be a fraction of the steps in [0, 1) or a number of steps >= 1, got {warmup!r}")
-    if grad_clip is not None and (isinstance(grad_clip, (bool, np.bool_)) or not isinstance(grad_clip, numbers.Real)
-                                  or not grad_clip >= 0):           # < 0 reversed the gradients; NaN made them NaN
-        raise ValueError(f"grad_clip must be None, 0 (both: no clipping) or a number > 0, got {grad_clip!r}")
+    check_real(warmup, "warmup", 0, req="a fraction of the steps in [0, 1) or a number of steps >= 1")
+    if grad_clip is not None:                                           # < 0 reversed the gradients; NaN made them NaN
+        check_real(grad_clip, "grad_clip", 0, finite=False, req="None, 0 (both: no clipping) or a number > 0")
     warm = int(round(warmup * steps)) if isinstance(warmup, float) and warmup < 1 else int(warmup)
     lm.lr_multiplier(warm, steps, warm, decay)
     dev = lm.model_device(model)

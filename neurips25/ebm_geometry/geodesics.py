@@ -8,7 +8,7 @@ import warnings
 import numpy as np
 import torch
 from ..core import get_device, progress
-from ..core import check_int
+from ..core import check_int, check_real
 from .metrics import Metric
 
 # %% auto #0
@@ -69,8 +69,7 @@ def data_bounds(X, margin: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
     X = torch.as_tensor(X)
     if X.ndim != 2 or X.shape[0] == 0: raise ValueError(f"X must be a non-empty (n, D) array, got {tuple(X.shape)}")
     if not torch.isfinite(X).all(): raise ValueError("X contains NaN or inf")
-    if isinstance(margin, bool) or not isinstance(margin, numbers.Real) or not (math.isfinite(margin) and margin >= 0):
-        raise ValueError(f"margin must be a finite number >= 0, got {margin!r}")   # < 0 could swap lo and hi
+    check_real(margin, "margin", 0)                                          # < 0 could swap lo and hi
     lo, hi = X.min(0).values, X.max(0).values
     w = hi - lo
     return lo - margin * w, hi + margin * w

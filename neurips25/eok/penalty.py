@@ -7,7 +7,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..core import get_device, seed_everything, progress, check_int
+from ..core import get_device, seed_everything, progress, check_int, check_real
 from .kernels import Kernel
 from .estimators import (encode_cells, weight_matrix, cell_weights, label_weights, _check_counts, eo_k,
                                       dp_mmd, calibration_mmd, group_gaps)
@@ -72,9 +72,7 @@ def group_calibration_penalty(logit: torch.Tensor,      # (B,) logits of P(Y=1 |
                              ) -> torch.Tensor:
     "Differentiable mean over groups of the squared kernel calibration error (U-statistic) within each group."
     if not isinstance(logit, torch.Tensor) or logit.ndim != 1: raise ValueError("logit must be a 1-D torch tensor")
-    if isinstance(bandwidth, (bool, np.bool_)) or np.ndim(bandwidth) != 0 \
-            or np.asarray(bandwidth).dtype.kind not in "iuf" or not (np.isfinite(bandwidth) and bandwidth > 0):
-        raise ValueError(f"bandwidth must be a positive finite number, got {bandwidth!r}")
+    check_real(bandwidth, "bandwidth", 0, lo_open=True, req="a positive finite number")
     y_np, s_np = _as_numpy(y), _as_numpy(s)
     if not (len(y_np) == len(s_np) == logit.shape[0]): raise ValueError("logit, y and s must have the same length")
     if set(np.unique(y_np).tolist()) - {0, 1}: raise ValueError("y must be binary 0/1 labels")

@@ -4,6 +4,7 @@
 from __future__ import annotations
 import numpy as np
 
+from ..core import check_real
 from .kernels import Kernel
 from .estimators import (Cells, weight_matrix, eo_k, dp_mmd, cell_gram, encode_cells, group_gaps,
                                       calibration_mmd)
@@ -72,15 +73,9 @@ def population_cells(p1=(0.3, 0.6), p_y_given_s=None, pi=None) -> Cells:
 
 def _check_gm(delta, a, tau, sigma):
     "The Gaussian-mixture parameters: finite delta and a, noise sd tau >= 0, kernel bandwidth sigma > 0 (as `Kernel`)."
-    for k, v in (("delta", delta), ("a", a), ("tau", tau), ("sigma", sigma)):
-        if isinstance(v, (bool, np.bool_)) or np.ndim(v) != 0 or np.asarray(v).dtype.kind not in "iuf":
-            raise ValueError(f"{k} must be a finite number, got {v!r}")
-    if not (np.isfinite(sigma) and sigma > 0):
-        raise ValueError(f"kernel bandwidth sigma must be a positive finite number, got {sigma!r}")
-    if not (np.isfinite(tau) and tau >= 0):
-        raise ValueError(f"the noise standard deviation tau must be >= 0 and finite, got {tau!r}")
-    for k, v in (("delta", delta), ("a", a)):
-        if not np.isfinite(v): raise ValueError(f"{k} must be a finite number, got {v!r}")
+    for k, v in (("delta", delta), ("a", a)): check_real(v, k)
+    check_real(sigma, "kernel bandwidth sigma", 0, lo_open=True, req="a positive finite number")
+    check_real(tau, "the noise standard deviation tau", 0, req=">= 0 and finite")
 
 def gm_gram(G: int, C: int,                   # numbers of groups and labels
             delta: float = 0.0, a: float = 1.5, tau: float = 1.0,

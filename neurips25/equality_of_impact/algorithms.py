@@ -6,7 +6,7 @@ import abc, math, sys, time
 from dataclasses import dataclass, field
 from typing import Generator
 import numpy as np
-from ..core import check_int
+from ..core import check_int, check_real
 from .env import Environment, make_env
 from .objective import FairOptimum, offline_optimum
 from .envelopes import gap_envelopes, certified_root_interval
@@ -130,11 +130,8 @@ def next_alloc(a_obs: np.ndarray,    # distinct allocations observed so far
 # %% ../../nbs/p04_equality_of_impact/03_algorithms.ipynb #fe26b851
 def _check_atol(atol) -> float:
     "The searches stop when the bracket is below atol * B: atol must be a number in [0, 1) (0: to rounding)."
-    if isinstance(atol, (bool, np.bool_)) or np.ndim(atol) != 0 or np.asarray(atol).dtype.kind not in "iuf" \
-            or not (np.isfinite(atol) and 0 <= atol < 1):
-        raise ValueError(f"atol must be a finite number in [0, 1) (the search stops when the bracket is below "
-                         f"atol * B), got {atol!r}")
-    return float(atol)
+    return check_real(atol, "atol", 0, 1, hi_open=True,
+                      req="a finite number in [0, 1) (the search stops when the bracket is below atol * B)")
 
 class NonNoisyEoI(Policy):
     ("Algorithm 1 (Reconstruction): bracket the root of the monotone EoI gap, shrink it with next_alloc, then take "

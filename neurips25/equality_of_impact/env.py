@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Callable
 import numpy as np
 from scipy.stats import poisson
-from ..core import check_int
+from ..core import check_int, check_real
 
 # %% auto #0
 __all__ = ['ENV_NAMES', 'Response', 'SatExp', 'LogResponse', 'Quadratic', 'Discovery', 'FunctionResponse', 'check_response',
@@ -28,16 +28,9 @@ class Response(abc.ABC):
             f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in vars(self).items() if not k.startswith('_'))})"
         )
 
-def _real(name, v) -> float:
-    "`v` as a float if it is a real number (Python or NumPy; not a bool, not a string); else TypeError."
-    if isinstance(v, (bool, np.bool_)) or np.ndim(v) != 0 or np.asarray(v).dtype.kind not in "iuf":
-        raise TypeError(f"{name} must be a real number, got {v!r}")
-    return float(v)
-
-def _positive(name, v):
-    v = _real(name, v)
-    if not np.isfinite(v) or v <= 0: raise ValueError(f"{name} must be a positive finite number, got {v}")
-    return v
+def _positive(name, v) -> float:
+    "`v` as a float if it is a positive finite real number (not a bool, not a string); else ValueError."
+    return check_real(v, name, 0, lo_open=True, req="a positive finite number")
 
 class SatExp(Response):
     "Saturating exponential s·(1 − exp(−c·a))."
@@ -56,8 +49,7 @@ class LogResponse(Response):
 class Quadratic(Response):
     "Peaked quadratic b0 + b1·a − b2·a² (b2 >= 0: concave, maximal at b1 / (2 b2))."
     def __init__(self, b0: float, b1: float, b2: float):
-        b0, b1, b2 = _real("b0", b0), _real("b1", b1), _real("b2", b2)
-        if not np.isfinite([b0, b1, b2]).all(): raise ValueError(f"Quadratic needs finite b0, b1, b2, got {b0, b1, b2}")
+        b0, b1, b2 = (check_real(v, f"Quadratic: {k}") for k, v in (("b0", b0), ("b1", b1), ("b2", b2)))
         if b2 < 0: raise ValueError(f"Quadratic needs b2 >= 0 (concave), got {b2}")
         self.b0, self.b1, self.b2 = b0, b1, b2
     def __call__(self, a):

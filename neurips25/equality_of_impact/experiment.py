@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 from ..core import progress
-from ..core import check_int
+from ..core import check_int, check_real
 from .env import make_env, ENV_NAMES
 from .objective import offline_optimum, welfare_optimum
 from .algorithms import NonNoisyEoI, NoisyEoI, simulate
@@ -69,9 +69,7 @@ def run_grid(envs, sigmas, methods, T: int, n_seeds: int, desc: str = "runs") ->
     for m in methods:
         if m not in METHODS: raise ValueError(f"unknown method {m!r}; choose from {list(METHODS)}")
     for s in sigmas:
-        if isinstance(s, (bool, np.bool_)) or np.ndim(s) != 0 or np.asarray(s).dtype.kind not in "iuf" \
-                or not (np.isfinite(s) and s >= 0):
-            raise ValueError(f"sigmas must be noise levels >= 0 (finite numbers), got {s!r}")
+        check_real(s, "sigmas", 0, req="noise levels >= 0 (finite numbers)")
     for k, v in (("envs", envs), ("sigmas", sigmas), ("methods", methods)):
         if len(set(v)) != len(v): raise ValueError(f"{k} has duplicates (their runs would be merged): {v}")
     check_int(n_seeds, "n_seeds", 1)

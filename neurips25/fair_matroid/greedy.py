@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from .matroids import (Matroid, Matchoid, UniformMatroid, FairMatroidError, LoopError, check_int)
+from ..core import check_real
 from .arboricity import matroid_partition
 from .online import Colourer, ColouringAlgorithm
 
@@ -26,9 +27,7 @@ def alg4_num_colours(beta: float,   # optimal offline fairness β (or any value 
                      k: int,        # size of the largest feasible set (or an upper bound)
                     ) -> int:
     "m = ⌈β (p ln k + 1)⌉, the number of colours of Algorithm 4 (Thm 17)."
-    if isinstance(beta, (bool, np.bool_)) or not (isinstance(beta, (int, float, np.integer, np.floating))
-                                                  and math.isfinite(beta) and beta >= 1):
-        raise FairMatroidError(f"beta must be a finite number >= 1, got {beta!r}")
+    check_real(beta, "beta", 1, error=FairMatroidError)
     return math.ceil(beta * (check_int(p, "p", 1) * math.log(check_int(k, "k", 1)) + 1))
 
 # %% ../../nbs/p10_fair_matroid/04_greedy.ipynb #dd15b3f5

@@ -9,6 +9,7 @@ from typing import Callable
 import numpy as np
 
 from .matroids import Matroid, FairMatroidError, UniformMatroid, check_int
+from ..core import check_real
 from .online import OnlineAlgorithm, OnlineRun, ColouringAlgorithm, NoFastPath
 from .instances import check_order
 from .greedy import GreedyColouring, MatchoidGreedyColouring, UniformRoundRobin
@@ -53,10 +54,7 @@ def wrapper_guarantee(f: int, c: float = 1.0, h: Callable = h_paper, l_max: int 
     "Lower bound (1/c)(1/h(f) − 1/h(l_max+1)) on every element's acceptance probability (Thm 8, truncated)."
     f = check_int(f, "f", 1)                        # f(M) <= l for an integer l >= 1 (Thm 8)
     l_max = check_int(l_max, "l_max", 1)
-    if isinstance(c, (bool, np.bool_)) or not isinstance(c, (int, float, np.integer, np.floating)) \
-            or not (np.isfinite(c) and c > 0):
-        raise FairMatroidError(f"c must be finite and > 0, got {c!r}")
-    c = float(c)
+    c = check_real(c, "c", 0, lo_open=True, error=FairMatroidError, req="finite and > 0")
     if f > l_max: return 0.0
     return float((1 / h(f) - 1 / h(l_max + 1)) / c)
 

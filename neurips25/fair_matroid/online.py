@@ -11,6 +11,7 @@ from scipy import stats
 
 from .matroids import (Matroid, IndepState, FairMatroidError, UnknownElementError,
                                              ParameterTooSmallError, check_element, check_int)
+from ..core import check_real
 from .instances import check_order
 
 # %% auto #0
@@ -170,9 +171,7 @@ def clopper_pearson(k, n, level: float = 0.95, side: str = "two") -> tuple[np.nd
 def hoeffding_lower(p_hat, R: int, delta: float) -> np.ndarray:
     "One-sided Hoeffding lower confidence bound p̂ − sqrt(ln(1/δ) / (2R))."
     R = check_int(R, "R", 1)
-    if isinstance(delta, (bool, np.bool_)) or not isinstance(delta, (int, float, np.integer, np.floating)) \
-            or not 0 < delta < 1:
-        raise FairMatroidError(f"delta must be a number in (0, 1), got {delta!r}")
+    check_real(delta, "delta", 0, 1, lo_open=True, hi_open=True, error=FairMatroidError, req="a number in (0, 1)")
     return np.asarray(p_hat, dtype=float) - np.sqrt(np.log(1 / delta) / (2 * R))
 
 # %% ../../nbs/p10_fair_matroid/03_online.ipynb #caf2a95a

@@ -6,6 +6,7 @@ import warnings
 import numpy as np
 
 from .instances import Instance, FairSelectionError, check_int
+from ..core import check_real
 from .thresholds import OneWayTradingThreshold, GreedyThreshold
 
 try:
@@ -179,7 +180,7 @@ def set_aside_compiled(inst: Instance,    # a batch of R instances
     # (the kernel reads q[:M], int(k) and the floats as given: a short q was a numba error, k = 6.7 was truncated)
     if check_int(k, "k", lo=1) != inst.k: raise FairSelectionError(f"k = {k} differs from the instance's k = {inst.k}")
     if q is None:
-        if not (0 < float(beta) <= 1): raise FairSelectionError(f"beta must be in (0, 1] for PF, got {beta}")
+        check_real(beta, "beta", 0, 1, lo_open=True, error=FairSelectionError, req="in (0, 1] for PF")
         if not float(Th) >= T: raise FairSelectionError(f"horizon Th = {Th} is shorter than the instance (T = {T})")
     else:
         qa = np.asarray(q, dtype=float)

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 from ..core import check_int as _core_check_int
+from ..core import check_real
 
 # %% auto #0
 __all__ = ['VALUE_DISTS', 'ADVERSARIAL_KINDS', 'PRIORITY_BANDS', 'FairSelectionError', 'check_int', 'check_unit_interval',
@@ -25,9 +26,7 @@ def check_int(x, name: str, lo: int | None = None) -> int:
 
 def check_unit_interval(x, name: str) -> float:
     "x as a float in [0, 1], or FairSelectionError."
-    x = float(x)
-    if not (0.0 <= x <= 1.0): raise FairSelectionError(f"{name} must be in [0, 1], got {x}")
-    return x
+    return check_real(x, name, 0, 1, error=FairSelectionError, req="in [0, 1]")
 
 # %% ../../nbs/p02_fair_selection/00_instances.ipynb #2b46abfa
 @dataclass(eq=False)
@@ -154,10 +153,7 @@ class PF:
     "beta-proportional fairness (reconstruction): class c gets >= min(n_c, beta k n_c / sum_c' n_c')."
     beta: float  # share of the capacity guaranteed proportionally, in (0, 1]
     def __post_init__(self):
-        if isinstance(self.beta, (bool, np.bool_, str, bytes)):
-            raise FairSelectionError(f"beta must be a number in (0, 1], got {self.beta!r}")
-        b = float(self.beta)
-        if not (0 < b <= 1): raise FairSelectionError(f"beta must be in (0, 1], got {self.beta}")
+        b = check_real(self.beta, "beta", 0, 1, lo_open=True, error=FairSelectionError, req="in (0, 1]")
         object.__setattr__(self, "beta", b)
     def check(self, inst: Instance, capacity: bool = True) -> "PF": return self
     def targets(self, inst: Instance) -> np.ndarray:

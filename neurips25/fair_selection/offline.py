@@ -8,6 +8,7 @@ from scipy.optimize import milp, LinearConstraint, Bounds
 from scipy.sparse import csr_matrix, vstack
 
 from .instances import Instance, GFQ, PF, FairSelectionError, class_counts, iid_instances
+from ..core import check_real
 
 # %% auto #0
 __all__ = ['offline_optimum', 'brute_force_optimum', 'solve_time']
@@ -48,8 +49,8 @@ def offline_optimum(inst: Instance,              # a batch of R instances
     "OPT_fair per run (shape (R,)): max sum v y s.t. sum y <= k and the fairness targets, solved with HiGHS."
     if on_infeasible not in ("raise", "-inf"):
         raise FairSelectionError(f"on_infeasible must be 'raise' or '-inf', got {on_infeasible!r}")
-    if isinstance(time_limit, (bool, np.bool_)) or not float(time_limit) > 0:   # HiGHS ignored NaN and -1 (a warning)
-        raise FairSelectionError(f"time_limit must be a number of seconds > 0, got {time_limit!r}")
+    check_real(time_limit, "time_limit", 0, lo_open=True, finite=False, error=FairSelectionError,   # HiGHS ignored
+               req="a number of seconds > 0")                                     # NaN and -1
     tg = _targets(inst, fairness)
     vals = np.zeros(inst.R)
     sol = np.zeros((inst.R, inst.T))

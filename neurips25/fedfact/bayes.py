@@ -8,7 +8,7 @@ import numpy as np
 from scipy import sparse
 from scipy.optimize import linprog
 
-from ..core import check_int
+from ..core import check_int, check_real
 from .data import int_codes
 from .metrics import METRICS
 
@@ -100,9 +100,7 @@ class FairSpec:
         for nm in ("xi_g", "xi_l"):
             v = getattr(self, nm)
             if v is None: continue
-            if np.ndim(v) != 0 or np.asarray(v).dtype.kind not in "iuf":   # "0.1", True, [0.1] are not levels
-                raise TypeError(f"{nm} must be a number or None, got {v!r}")
-            if not np.isfinite(v): raise ValueError(f"{nm} must be a finite number or None, got {v}")
+            check_real(v, nm, req="a finite number or None")               # "0.1", True, [0.1], NaN are not levels
             if v < 0: raise ValueError(f"fairness level {nm}={v} is negative: epsilon must be >= 0")
 
     @property

@@ -8,7 +8,7 @@ import numpy as np
 from scipy.optimize import minimize
 from scipy.special import xlogy
 
-from ..core import check_int
+from ..core import check_int, check_real
 from .capacities import (check_probs, check_shape, check_values, prob_atol, cache_rows, check_exact_k,
                                        chunks, subset_sums, subset_masks, mobius, probability_intervals, check_capacity,
                                        n_classes_of)
@@ -192,8 +192,7 @@ def upper_entropy(probs,                  # ensemble predictions, shape (n, m, K
                  ):
     "Upper entropy max_{Q in C} H(Q) in bits per test point."
     if method not in ("fw", "slsqp"): raise ValueError(f"unknown method {method!r}: use 'fw' or 'slsqp'")
-    if not (np.ndim(tol) == 0 and np.asarray(tol).dtype.kind in "iuf" and np.isfinite(tol) and tol >= 0):
-        raise ValueError(f"tol must be a finite number >= 0 (bits), got {tol!r}")   # NaN would stop FW at once
+    check_real(tol, "tol", 0, req="a finite number >= 0 (bits)")       # NaN would stop FW at once
     check_int(max_iter, "max_iter", 0)
     p = check_probs(probs)
     n, m, K = p.shape

@@ -142,9 +142,8 @@ def work_units(expr: str,      # a `gpu_scale.work` expression, e.g. "n_seeds * 
         v = eval(compile(ast.parse(str(expr), mode="eval"), "<work>", "eval"), {"__builtins__": {}, **_WORK_FUNCS}, env)
     except Exception as e:                 # a str parameter in arithmetic, a division by zero, ...
         raise RunnerError(f"work expression {expr!r} on {env}: {type(e).__name__}: {e}") from None
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
-        raise RunnerError(f"work expression {expr!r} on {env} is {v!r}; it must be a positive number")
-    return float(v)
+    return core.check_real(v, f"work expression {expr!r} on {env}", 0, lo_open=True, error=RunnerError,
+                           req="a positive number")
 
 
 _SCALE_KEYS = ("unit", "work", "scale", "factor", "set", "note", "lower_bound")
@@ -169,8 +168,7 @@ def _load_gpu_scale(v, where: str) -> dict:
     if not isinstance(scale, list) or not scale or not all(isinstance(s, str) and s.isidentifier() for s in scale):
         raise RunnerError(f"{where}: scale must be a non-empty list of parameter names, got {scale!r}")
     factor = v.get("factor", 3)
-    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not factor > 1 or not math.isfinite(factor):
-        raise RunnerError(f"{where}: factor must be a number > 1, got {factor!r}")
+    core.check_real(factor, f"{where}: factor", 1, lo_open=True, error=RunnerError, req="a number > 1")
     sets = v.get("set", {})
     if not isinstance(sets, dict):
         raise RunnerError(f"{where}: set must be a flat mapping of scalars, got {sets!r}")

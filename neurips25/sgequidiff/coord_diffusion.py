@@ -14,7 +14,7 @@ from .symmetry import (space_group, apply_ops, wrapped_normal, project_to_wyckof
 from .lattice import LatticeGrid, cell_volume
 from .sg_prior import MLP, fourier_features, check_sg_tensor
 from .score_norm import score_norm_table, pruned_images
-from ..core import progress, check_int
+from ..core import progress, check_int, check_real
 
 # %% auto #0
 __all__ = ['METRICS', 'MODES', 've_sigmas', 'WyckoffCosets', 'wyckoff_cosets', 'lattice_matrix', 'AsuBatch', 'make_batch',
@@ -553,9 +553,7 @@ def pc_sample(model: CoordScoreModel, batch: AsuBatch,
             or (np.diff(sa) < 0).any():
         raise ValueError("sigmas must be a non-empty increasing 1-D array of positive finite noise levels (the VE "
                          f"schedule, e.g. ve_sigmas), got {sa if sa.size <= 6 else sa.shape}")
-    if isinstance(snr, (bool, np.bool_)) or not isinstance(snr, (int, float, np.integer, np.floating)) \
-            or not (np.isfinite(snr) and snr >= 0):
-        raise ValueError(f"snr must be a finite number >= 0, got {snr!r}")
+    check_real(snr, "snr", 0)
     check_int(n_corrector, "n_corrector (Langevin steps per noise level)", 0)
     if not isinstance(rng, np.random.Generator):
         raise TypeError(f"rng must be a numpy Generator (np.random.default_rng(seed)), got {type(rng).__name__}")

@@ -7,7 +7,7 @@ from functools import lru_cache
 import numpy as np
 from pymatgen.core import Composition
 
-from ..core import progress, check_int
+from ..core import progress, check_int, check_real
 
 # %% auto #0
 __all__ = ['COV_CUTOFFS', 'structure_validity', 'smact_validity', 'structure_fingerprint', 'composition_fingerprint',
@@ -26,9 +26,7 @@ def structure_validity(s, cutoff: float = 0.5, min_volume: float = 0.1,
     "CDVAE: distances between distinct atoms (minimum image) >= cutoff Å and volume >= min_volume Å^3."
     if len(s) == 0: raise ValueError("structure_validity needs a structure with at least one site, got an empty one")
     for v, name in ((cutoff, "cutoff"), (min_volume, "min_volume")):   # NaN compared False: every cell was valid
-        if not isinstance(v, (int, float, np.integer, np.floating)) or isinstance(v, (bool, np.bool_)) \
-                or not (np.isfinite(v) and v >= 0):
-            raise ValueError(f"structure_validity: {name} must be a finite number >= 0, got {v!r}")
+        check_real(v, f"structure_validity: {name}", 0)
     if not (np.isfinite(s.frac_coords).all() and np.isfinite(s.lattice.matrix).all()):
         raise ValueError("structure_validity: the structure has NaN or infinite coordinates or lattice")
     if s.volume < min_volume: return False
@@ -252,9 +250,7 @@ def novel_mask(structs: list, train: list, matcher=None) -> np.ndarray:
 
 def _check_symprec(symprec, who: str) -> float:
     "spglib segfaults on a NaN or negative symprec: a clear error instead."
-    if isinstance(symprec, (bool, np.bool_)) or not isinstance(symprec, (int, float, np.integer, np.floating)) \
-            or not (np.isfinite(symprec) and symprec > 0):
-        raise ValueError(f"{who}: symprec must be a positive finite number (Å), got {symprec!r}")
+    check_real(symprec, f"{who}: symprec", 0, lo_open=True, req="a positive finite number (Å)")
     return symprec
 
 def spacegroup_of(s, symprec: float = 0.1) -> int:

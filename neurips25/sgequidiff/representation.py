@@ -8,6 +8,7 @@ import numpy as np
 from .symmetry import (space_group, check_sg, orbit, apply_ops, project_to_wyckoff,
                                            wyckoff_residual, free_params, _wrap)
 from .lattice import apply_bravais, cell_volume
+from ..core import check_real
 
 # %% auto #0
 __all__ = ['ORIGIN_CHOICE_2', 'SymmetryError', 'AsymCrystal', 'from_structure', 'origin_shift', 'standard_setting']
@@ -18,9 +19,7 @@ class SymmetryError(ValueError):
 
 def _check_min_dist(min_dist, who: str):
     "A NaN min_dist compared False: overlapping atoms passed without a word."
-    if not isinstance(min_dist, (int, float, np.integer, np.floating)) or isinstance(min_dist, (bool, np.bool_)) \
-            or not (np.isfinite(min_dist) and min_dist >= 0):
-        raise ValueError(f"{who}: min_dist must be a finite number >= 0 (Å), got {min_dist!r}")
+    check_real(min_dist, f"{who}: min_dist", 0, req="a finite number >= 0 (Å)")
 
 @dataclass(frozen=True, eq=False)
 class AsymCrystal:

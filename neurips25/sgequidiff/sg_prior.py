@@ -4,7 +4,7 @@
 from __future__ import annotations
 from functools import lru_cache
 import numpy as np
-from ..core import check_int
+from ..core import check_int, check_real
 import torch
 from torch import nn
 
@@ -160,10 +160,7 @@ class SpaceGroupPrior(nn.Module):
     @torch.no_grad()
     def fit_mle(self, sg, pseudocount: float = 0.0):
         "Set the logits to the (smoothed) maximum-likelihood solution log(count + pseudocount) — the optimum of `loss`."
-        pc = pseudocount
-        if isinstance(pc, (bool, np.bool_)) or not isinstance(pc, (int, float, np.integer, np.floating)) \
-                or not (np.isfinite(pseudocount) and pseudocount >= 0):   # NaN gave a silent uniform prior
-            raise ValueError(f"pseudocount must be a finite number >= 0, got {pseudocount!r}")
+        check_real(pseudocount, "pseudocount", 0)                        # NaN gave a silent uniform prior
         c = torch.bincount(check_sg_tensor(sg) - 1, minlength=N_SG).float() + pseudocount
         self.logits.copy_(torch.where(c > 0, c.log(), torch.full_like(c, -30.0)))
         return self

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 import numpy as np
 
-from ..core import cached, check_int
+from ..core import cached, check_int, check_real
 
 # %% auto #0
 __all__ = ['CRYSTAL_SYSTEMS', 'check_sg', 'crystal_system', 'WyckoffPosition', 'SpaceGroup', 'space_group', 'wyckoff_position',
@@ -150,9 +150,7 @@ def apply_ops(G: SpaceGroup, x: np.ndarray) -> np.ndarray:
 
 def _check_tol(tol, who: str) -> float:
     "A NaN or non-positive tolerance matched no two points: orbit kept all |G| images, orbit_index never refused."
-    if not isinstance(tol, (int, float, np.integer, np.floating)) or isinstance(tol, (bool, np.bool_)) \
-            or not (np.isfinite(tol) and tol > 0):
-        raise ValueError(f"{who}: tol must be a positive finite number (fractional distance), got {tol!r}")
+    check_real(tol, f"{who}: tol", 0, lo_open=True, req="a positive finite number (fractional distance)")
     return tol
 
 def _dedup(imgs: np.ndarray, tol: float) -> np.ndarray:

@@ -8,7 +8,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from ..core import cached, progress, check_int
+from ..core import cached, progress, check_int, check_real
 from .meta import harmonic_mean
 
 # %% auto #0
@@ -23,12 +23,7 @@ METRIC_NAMES = {"es": "forget_es", "em": "forget_em", "para_prob": "forget_para_
 
 def _get(m: Mapping, key: str, what: str) -> float:
     if key not in m: raise KeyError(f"{what}: metric {key!r} missing (have {sorted(m)[:12]}...)")
-    v = m[key]
-    if isinstance(v, (bool, np.bool_, str, bytes)) or not isinstance(v, (int, float, np.integer, np.floating)):
-        raise ValueError(f"{what}: metric {key!r} must be a number, got {v!r}")
-    v = float(v)
-    if not np.isfinite(v): raise ValueError(f"{what}: metric {key!r} is {v}")
-    return v
+    return check_real(m[key], f"{what}: metric {key!r}")
 
 def _unit(v: float, key: str) -> float:
     if not -1e-9 <= v <= 1 + 1e-9: raise ValueError(f"metric {key!r} = {v:.4g} is outside [0, 1]")
@@ -164,9 +159,7 @@ def scaled_grid(method: str,              # a method of unlearning.methods.GRIDS
     if method not in GRIDS: raise ValueError(f"no grid for {method!r}; grids: {', '.join(GRIDS)}")
     check_int(n_trials, 'n_trials', 1)
     seed = check_int(seed, "seed")
-    if isinstance(lr_scale, bool) or not isinstance(lr_scale, (int, float, np.integer, np.floating)) \
-            or not (math.isfinite(lr_scale) and lr_scale > 0):                 # a negative / NaN lr came out silently
-        raise ValueError(f"lr_scale must be a positive number, got {lr_scale!r}")
+    check_real(lr_scale, "lr_scale", 0, lo_open=True, req="a positive number")   # a negative / NaN lr came out silently
     g = GRIDS[method]
     lrs = sorted(g["lr"])
     idx = np.unique(np.round(np.linspace(0, len(lrs) - 1, n_trials)).astype(int)) if n_trials > 1 else [len(lrs) // 2]

@@ -11,7 +11,7 @@ import pandas as pd
 import torch
 from sklearn.metrics import roc_auc_score
 
-from ..core import cached, progress, check_int
+from ..core import cached, progress, check_int, check_real
 from ..lm import encode, train_lm, context_length
 from .data import format_prompts
 from .metrics import harmonic_mean   # HM of non-negative values, 0 if any is 0 (02_metrics)
@@ -32,9 +32,7 @@ def _numbers(x, what: str) -> np.ndarray:
     return np.asarray(x, dtype=float)
 
 def _check_tol(tol) -> float:
-    if isinstance(tol, bool) or not isinstance(tol, (int, float, np.integer, np.floating)) \
-            or not (math.isfinite(tol) and tol >= 0):
-        raise ValueError(f"tol must be a finite number >= 0, got {tol!r}")
+    check_real(tol, "tol", 0)
     return tol
 
 def _check_pool(x, name: str) -> np.ndarray:
@@ -281,15 +279,9 @@ def robustness_table(probe_df: pd.DataFrame,      # probe_models output
                     ) -> pd.DataFrame:
     "Per metric: models kept by the filters, mean R (relearning), mean Q (quantization), Robust = HM(R, Q)."
     if mu_col not in probe_df: raise ValueError(f"the probe table has no utility column {mu_col!r}")
-    if isinstance(max_mu_drop, bool) or not isinstance(max_mu_drop, (int, float, np.integer, np.floating)) \
-            or not 0 <= max_mu_drop < 1:
-        raise ValueError(f"max_mu_drop must be a number in [0, 1), got {max_mu_drop!r}")
-    if isinstance(mu_target, bool) or not isinstance(mu_target, (int, float, np.integer, np.floating)) \
-            or not (math.isfinite(mu_target) and mu_target >= 0):                # NaN kept no model, silently
-        raise ValueError(f"mu_target must be a finite number >= 0 (the target model's utility), got {mu_target!r}")
-    bad = {m: t for m, t in thresholds.items() if isinstance(t, bool)
-           or not isinstance(t, (int, float, np.integer, np.floating)) or not math.isfinite(t)}
-    if bad: raise ValueError(f"thresholds must be finite numbers (faithfulness_table's τ), got {bad}")
+    check_real(max_mu_drop, "max_mu_drop", 0, 1, hi_open=True, req="a number in [0, 1)")
+    check_real(mu_target, "mu_target", 0, req="a finite number >= 0 (the target model's utility)")   # NaN kept no model
+    for m, t in thresholds.items(): check_real(t, "thresholds", req=f"finite numbers (faithfulness_table's τ; {m!r})")
     piv = {s: probe_df[probe_df.stage == s].set_index("model") for s in ("before", "relearn", "quant")}
     ret = probe_df[probe_df.model == "retain"].set_index("stage")
     if {"before", "relearn"} - set(ret.index):

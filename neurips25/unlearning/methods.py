@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from .. import lm
-from ..core import get_device, progress, check_int
+from ..core import get_device, progress, check_int, check_real
 from .trainer import (METHODS, UnlearnLoss, GradAscent, GradDiff, NPO, register_method, get_method,
                                           unlearn, check_batch, forward_logits, token_nll, mean_nll, sum_nll, batch_nll,
                                           retain_nll, retain_kl, log_ratio, dpo_loss, take_rows)
@@ -527,9 +527,7 @@ def method_grid(name: str,             # a method in GRIDS
                ) -> list[dict]:
     "The trials of `name`'s grid: a list of dicts {lr, hyperparameters...}, lr scaled by `lr_scale`."
     if name not in GRIDS: raise ValueError(f"no grid for {name!r}; grids: {', '.join(GRIDS)}")
-    if isinstance(lr_scale, bool) or not isinstance(lr_scale, (int, float, np.integer, np.floating)) \
-            or not (math.isfinite(lr_scale) and lr_scale > 0):
-        raise ValueError(f"lr_scale must be a positive number, got {lr_scale!r}")
+    check_real(lr_scale, "lr_scale", 0, lo_open=True, req="a positive number")
     if limit is not None: check_int(limit, "limit", 0, req="None or an integer >= 0 (0 and None: every trial)")
     axes = {**GRIDS[name], **{k: [v] for k, v in fixed.items()}}
     valid = {"lr"} | {f for f in METHODS[name].__dataclass_fields__}

@@ -14,7 +14,7 @@ from scipy.stats import ks_2samp
 from sklearn.metrics import roc_auc_score
 
 from .. import lm
-from ..core import progress, check_int
+from ..core import progress, check_int, check_real
 from .data import SynthTOFU, qa_batch, check_split, check_disjoint, format_prompts, JAILBREAK_PREFIX
 
 # %% auto #0
@@ -384,9 +384,7 @@ def zlib_texts(tokenizer, stats: AnswerStats) -> list[str]:
 
 def _check_k(k) -> float:
     "The MinK / MinK++ fraction: a number in (0, 1]."
-    if isinstance(k, bool) or not isinstance(k, (int, float, np.integer, np.floating)) or not 0 < k <= 1:
-        raise ValueError(f"k (the MinK fraction of tokens) must lie in (0, 1], got {k!r}")
-    return float(k)
+    return check_real(k, "k (the MinK fraction of tokens)", 0, 1, lo_open=True, req="in (0, 1]")
 
 def min_k_score(values: Sequence, k: float = 0.4) -> float:
     "−mean of the lowest ⌊k·n⌋ (at least 1) values: MinK on token log-probs, MinK++ on z-scores."
@@ -499,9 +497,7 @@ def forget_quality(model, tokenizer, forget_df: pd.DataFrame,
 
 def _check_auc(v, nm: str) -> None:
     "An AUC: a finite number (not a bool) in [0, 1]."
-    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
-        raise ValueError(f"{nm} must be a number in [0, 1], got {v!r}")
-    if not (np.isfinite(v) and 0 <= v <= 1): raise ValueError(f"{nm} must lie in [0, 1], got {v}")
+    check_real(v, nm, 0, 1, req="a number in [0, 1]")
 
 def privleak_from_auc(auc: float,            # MIA (MinK) AUC of the unlearned model
                       auc_ret: float = 0.5,  # the retain model's AUC (OpenUnlearning's default ref_value: 0.5)

@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from .. import lm
-from ..core import progress, check_int
+from ..core import progress, check_int, check_real
 
 # %% auto #0
 __all__ = ['METHODS', 'check_batch', 'forward_logits', 'token_nll', 'mean_nll', 'sum_nll', 'packs', 'batch_nll', 'retain_nll',
@@ -142,13 +142,10 @@ class UnlearnLoss(abc.ABC):
             if k not in names: continue
             v = getattr(self, k)
             if v is None and k in self._nonnegative: continue
-            if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
-                raise ValueError(f"{self.name}: {k} must be a number, got {v!r}")
-            if k in self._positive and not v > 0: raise ValueError(f"{self.name}: {k} must be > 0, got {v}")
-            if k in self._nonnegative and not v >= 0:
-                raise ValueError(
-                    f"{self.name}: {k} must be >= 0, got {v} (a negative weight turns the term's descent into ascent)"
-                )
+            if k in self._positive: check_real(v, f"{self.name}: {k}", 0, lo_open=True, req="> 0 (a finite number)")
+            if k in self._nonnegative:
+                check_real(v, f"{self.name}: {k}", 0,
+                           req=">= 0 (a finite number; a negative weight turns the term's descent into ascent)")
     def hparams(self) -> dict:
         "The hyperparameters as a plain dict."
         return dataclasses.asdict(self)
@@ -358,17 +355,14 @@ def unlearn(model,                                  # a transformers causal LM (
         check_int(v, k, 1)
     seed = check_int(seed, "seed")                                      # torch.manual_seed wants a Python int
     if callback_every is not None: check_int(callback_every, "callback_every", 0)
-    if isinstance(lr, bool) or not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
-        raise ValueError(f"lr must be a positive finite number, got {lr!r}")
+    check_real(lr, "lr", 0, lo_open=True, req="a positive finite number")
     lm.check_adamw(weight_decay, betas)                                # before any work (AdamW checks only defaults)
     max_norm = lm.clip_norm(grad_clip)                                  # < 0 would flip every gradient
     spe = max(1, math.ceil(nf / (batch_size * grad_accum)))             # steps per epoch (the forget set is the anchor)
     if steps is not None and epochs is not None: raise ValueError("give `steps` or `epochs`, not both")
     if steps is None:
         epochs = 10.0 if epochs is None else epochs
-        if isinstance(epochs, bool) or not isinstance(epochs, (int, float, np.integer, np.floating)) \
-                or not (math.isfinite(epochs) and epochs > 0):
-            raise ValueError(f"epochs must be a positive number, got {epochs!r}")
+        check_real(epochs, "epochs", 0, lo_open=True, req="a positive number")
         steps = max(1, math.ceil(epochs * spe))
     check_int(steps, 'steps', 1)
     if isinstance(warmup, bool):
