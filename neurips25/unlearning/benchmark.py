@@ -189,7 +189,7 @@ def benchmark_experiment(kind: str = "tiny",       # model kind of unlearning.mo
                          grad_accum: int = 1,      # unlearning micro-batches per step (official: 4, effective 32)
                         ) -> dict:
     "One seed of the benchmark: {'trials' (one row per trial), 'target', 'retain' (metric dicts), 'model'}."
-    from neurips25.unlearning.meta import _hf_kw
+    from neurips25.unlearning.meta import _hf_kw, _cached_experiment
     mkw = _hf_kw(kind, model_path)
     from neurips25.unlearning.methods import ALL_METHODS
     methods = list(ALL_METHODS if methods is None else methods)
@@ -236,12 +236,7 @@ def benchmark_experiment(kind: str = "tiny",       # model kind of unlearning.mo
         unlearn_epochs=unlearn_epochs,
         batch_size=batch_size,
     )
-    if data != "synth" or mkw or grad_accum != 1:                                                # medium keys as before
-        params.update(data=data, grad_accum=grad_accum, **mkw)
-    return cached(
-        "p09_benchmark_experiment", params, compute, enabled=cache,
-        modules=["neurips25.unlearning", "neurips25.lm", "neurips25.lm_packing"]
-    )
+    return _cached_experiment("p09_benchmark_experiment", params, compute, data, grad_accum, mkw, cache)
 
 def benchmark_results(res: Mapping) -> tuple[pd.DataFrame, pd.DataFrame]:
     ("(all trials scored, the selected trial per method plus the Init. finetuned and Retain baselines) of one "

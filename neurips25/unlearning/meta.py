@@ -410,6 +410,14 @@ def _hf_kw(kind: str, model_path: str | None) -> dict:
     p = model_path or model_spec("hf")["model_path"]
     return {"model_path": p, "weights": weights_fingerprint(p)}
 
+def _cached_experiment(name: str, params: dict, compute, data: str, grad_accum: int, mkw: dict, cache: bool | None):
+    ("`compute()` through core.cached under `params`, plus the data set, gradient accumulation and model folder where "
+     "they are not medium's defaults (SynthTOFU, 1, a packaged model), so medium's cache keys stay as they were.")
+    if data != "synth" or mkw or grad_accum != 1:
+        params = {**params, "data": data, "grad_accum": grad_accum, **mkw}
+    return cached(name, params, compute, enabled=cache,
+                  modules=["neurips25.unlearning", "neurips25.lm", "neurips25.lm_packing"])
+
 def meta_experiment(kind: str = "tiny",          # model kind of unlearning.models ("tiny", "tiny_mid", "smollm2")
                     seed: int = 0,               # benchmark, models, pools and unlearning
                     n_authors: int = 40,         # SynthTOFU authors (paper/TOFU: 200)
@@ -505,12 +513,7 @@ def meta_experiment(kind: str = "tiny",          # model kind of unlearning.mode
         relearn_epochs=relearn_epochs,
         batch_size=batch_size,
     )
-    if data != "synth" or mkw or grad_accum != 1:                                                # medium keys as before
-        params.update(data=data, grad_accum=grad_accum, **mkw)
-    return cached(
-        "p09_meta_experiment", params, compute, enabled=cache,
-        modules=["neurips25.unlearning", "neurips25.lm", "neurips25.lm_packing"]
-    )
+    return _cached_experiment("p09_meta_experiment", params, compute, data, grad_accum, mkw, cache)
 
 def meta_results(res: Mapping, max_mu_drop: float = 0.2) -> pd.DataFrame:
     "Faithfulness, robustness and Overall per metric (the random baseline included) from one `meta_experiment`."
