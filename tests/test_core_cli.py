@@ -179,3 +179,37 @@ def test_real_guards_are_core_check_real():
                    (lambda v: PF(v), "beta must be in (0, 1], got")):
         for bad in (True, np.True_, "0.5", float("nan"), [0.5]):   # refused by every one, never coerced or compared
             with pytest.raises(ValueError, match=re.escape(msg)): f(bad)
+
+
+def test_scalar_bounds_refuse_non_numbers():
+    ("Bound checks written as comparisons ('0 < x < 1', 'np.isfinite(x) and x > 0') let True through as 1 and raised "
+     "TypeError on '0.5': the series' user-facing real parameters go through core.check_real (or check_int for counts), "
+     "so a bool, a string, NaN and a list are refused with the argument's name in every series.")
+    import re
+    import numpy as np
+    from neurips25.fair_selection.instances import sample_values, FairSelectionError
+    from neurips25.fair_selection.thresholds import OneWayTradingThreshold
+    from neurips25.equality_of_impact.baselines import UCBGrid
+    from neurips25.equality_of_impact.env import make_env, ENV_NAMES
+    from neurips25.sgequidiff.coord_diffusion import ve_sigmas
+    from neurips25.sgequidiff.lattice import sample_lattice
+    from neurips25.care.phantoms import anatomical_phantom
+    from neurips25.care.cone import ConeBeam
+    from neurips25.fair_matroid.instances import gnp_graph, FairMatroidError
+    from neurips25.fedfact.data import dirichlet_split
+    rng = np.random.default_rng(0)
+    cases = (
+        (lambda v: sample_values((2, 3), v, 2.0, rng), "L must be a finite number, got", FairSelectionError),
+        (lambda v: OneWayTradingThreshold(1.0, v), "U must be a finite number, got", FairSelectionError),
+        (lambda v: UCBGrid(delta=v), "delta must be in (0, 1), got", ValueError),
+        (lambda v: make_env(ENV_NAMES[0], sigma=v), "noise level sigma must be >= 0 and finite, got", ValueError),
+        (lambda v: ve_sigmas(10, v, 0.5), "sigma_min must be a finite number, got", ValueError),
+        (lambda v: sample_lattice(1, temperature=v), "temperature must be positive and finite, got", ValueError),
+        (lambda v: anatomical_phantom(64, spacing=v), "spacing must be > 0 mm and finite, got", ValueError),
+        (lambda v: ConeBeam((4, 4, 4), (1, 1, 1), [0.0], step=v), "step must be > 0 (a finite fraction", ValueError),
+        (lambda v: gnp_graph(4, v, rng), "p must be in [0, 1], got", FairMatroidError),
+        (lambda v: dirichlet_split(np.zeros(8, int), 2, v, rng), "alpha must be > 0 and finite, got", ValueError),
+    )
+    for f, msg, err in cases:
+        for bad in (True, np.True_, "0.5", float("nan"), [0.5]):
+            with pytest.raises(err, match=re.escape(msg)): f(bad)

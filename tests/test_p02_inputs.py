@@ -59,8 +59,10 @@ def test_rounding_step_kappa_integer(kappa):
 
 
 def test_rounding_step_levels_finite():
-    with pytest.raises(FairSelectionError, match="finite levels"):
+    with pytest.raises(FairSelectionError, match="z_p must be a finite level, got nan"):
         rounding_step(1, np.nan, 0.5, 0.5, 0.3)
+    for bad in (True, "0.5", [0.5]):                     # not coerced or compared
+        with pytest.raises(FairSelectionError, match="z_n must be a finite level"): rounding_step(1, 0.0, bad, 0.5, 0.3)
     assert rounding_step(1, 0.0, 0.5, 0.5, 0.3) == (1, 2) and rounding_step(2, 0.0, 0.5, 0.5, 0.3) == (0, 2)
 
 

@@ -4,7 +4,7 @@
 from __future__ import annotations
 import math
 import numpy as np
-from ..core import check_int
+from ..core import check_int, check_real
 import torch
 import torch.nn.functional as F
 from .ct import _as_theta
@@ -48,13 +48,14 @@ class ConeBeam:
         Z, Y, X = shape
         self.half = np.array([(X - 1) / 2 * sp[2], (Y - 1) / 2 * sp[1], (Z - 1) / 2 * sp[0]])   # x, y, z half-extents
         r_xy = float(np.hypot(*self.half[:2]))                                # in-plane half-diagonal
-        if not (np.isfinite(dso) and dso > r_xy):
+        if not check_real(dso, "dso") > r_xy:
             raise ValueError(f"dso must exceed the volume's in-plane half-diagonal {r_xy:.1f} mm, got {dso}")
-        if not (np.isfinite(dsd) and dsd > dso): raise ValueError(f"dsd must exceed dso = {dso}, got {dsd}")
-        if not (np.isfinite(step) and step > 0): raise ValueError(f"step must be > 0, got {step}")
+        if not check_real(dsd, "dsd") > dso: raise ValueError(f"dsd must exceed dso = {dso}, got {dsd}")
+        check_real(step, "step", 0, lo_open=True, req="> 0 (a finite fraction of a voxel)")
         self.dso, self.dsd, self.mag = float(dso), float(dsd), float(dsd) / float(dso)
         dv, du = det_spacing if det_spacing is not None else (sp[0] * self.mag, min(sp[1], sp[2]) * self.mag)
-        if not (dv > 0 and du > 0): raise ValueError(f"det_spacing must be > 0 mm, got {det_spacing}")
+        for nm, v in (("det_spacing[0] (dv)", dv), ("det_spacing[1] (du)", du)):
+            check_real(v, nm, 0, lo_open=True, req="a finite size > 0 mm")
         self.dv, self.du = float(dv), float(du)
         if det_shape is None:                                                 # cover every voxel from every angle
             u_max = self.dso * r_xy / math.sqrt(self.dso ** 2 - r_xy ** 2) * self.mag
@@ -229,7 +230,7 @@ def _cone_sweep(x, y, subs, lam, nonneg):
 
 def _cone_start(op, proj, relaxation, n_iter, x0):
     y, lead = op._check_proj(proj)
-    if not 0 < relaxation < 2: raise ValueError(f"relaxation must be in (0, 2), got {relaxation}")
+    check_real(relaxation, "relaxation", 0, 2, lo_open=True, hi_open=True, req="in (0, 2)")
     n_iter = check_int(n_iter, "n_iter", 1)
     x = (torch.zeros(y.shape[0], *op.shape, dtype=y.dtype, device=y.device) if x0 is None
          else x0.reshape(-1, *op.shape).clone())

@@ -170,7 +170,7 @@ def _iterative_start(sino, theta, n_iter, relaxation, x0):
     th = _as_theta(theta)
     if sino.shape[-2] != th.numel():
         raise ValueError(f"sinogram has {sino.shape[-2]} views but theta has {th.numel()} angles")
-    if not 0 < relaxation < 2: raise ValueError(f"relaxation must be in (0, 2), got {relaxation}")
+    check_real(relaxation, "relaxation", 0, 2, lo_open=True, hi_open=True, req="in (0, 2)")
     check_int(n_iter, "n_iter", 1)
     n = sino.shape[-1]
     if x0 is None: return th, torch.zeros(*sino.shape[:-2], n, n, dtype=sino.dtype, device=sino.device)

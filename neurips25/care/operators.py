@@ -193,7 +193,7 @@ class FanBeam(SparseCT):
                  circle: bool = True, chunk: int = 16):
         super().__init__(n, theta)
         c = self.n // 2
-        if not np.isfinite(source_dist) or source_dist <= c * math.sqrt(2):
+        if not check_real(source_dist, "source_dist") > c * math.sqrt(2):
             raise ValueError(
                 f"source_dist must exceed the image half-diagonal {c * math.sqrt(2):.1f} pixels, got {source_dist}"
             )
@@ -287,7 +287,7 @@ def os_sart(op: SparseCT,             # geometry (ParallelBeam or FanBeam)
     "Ordered-subset SART on any sparse geometry; the result has the sinogram's dtype (float64 for integer counts)."
     op._check_sino(sino)
     sino = _as_sino(sino)
-    if not 0 < relaxation < 2: raise ValueError(f"relaxation must be in (0, 2), got {relaxation}")
+    check_real(relaxation, "relaxation", 0, 2, lo_open=True, hi_open=True, req="in (0, 2)")
     n_iter = check_int(n_iter, "n_iter", 1)
     subs = _subsets(op, n_subsets)
     x = (torch.zeros(*sino.shape[:-2], op.n, op.n, dtype=sino.dtype, device=sino.device) if x0 is None

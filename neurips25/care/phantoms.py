@@ -139,8 +139,7 @@ def anatomical_phantom(n: int = 128,            # image size (pixels)
     "Synthetic labelled axial abdominal slice with all four CARE structure groups."
     check_int(n, 'n', 64)
     if phase not in ("venous", "arterial"): raise ValueError(f"phase must be 'venous' or 'arterial', got {phase!r}")
-    spacing = 384.0 / n if spacing is None else float(spacing)
-    if not (np.isfinite(spacing) and spacing > 0): raise ValueError(f"spacing must be > 0 mm and finite, got {spacing}")
+    spacing = 384.0 / n if spacing is None else check_real(spacing, "spacing", 0, lo_open=True, req="> 0 mm and finite")
     rng = np.random.default_rng(seed)
     J = lambda s=0.03: s * rng.standard_normal()
     art = phase == "arterial"

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from .ct import sparse_view_sinogram, fbp_t
 from .phantoms import anatomical_phantom, hu_to_mu, MU_WATER, LABELS
 from .models import UNet, freeze, care_loss
-from ..core import progress, check_int
+from ..core import progress, check_int, check_real
 
 # %% auto #0
 __all__ = ['N_CLASSES', 'hu_to_input', 'make_cases', 'train_segmenter', 'segment', 'train_enhancer', 'enhance']
@@ -128,7 +128,7 @@ def train_segmenter(images_hu: torch.Tensor,   # (B, 1, H, W) ground-truth image
         raise ValueError("images must be (B, 1, H, W) and labels (B, H, W)")
     if labels.min() < 0 or labels.max() >= N_CLASSES: raise ValueError(f"labels out of range 0..{N_CLASSES - 1}")
     _check_batch(batch_size)
-    if not (np.isfinite(noise_hu) and noise_hu >= 0): raise ValueError(f"noise_hu must be >= 0 HU, got {noise_hu}")
+    check_real(noise_hu, "noise_hu", 0, req=">= 0 HU (finite)")
     torch.manual_seed(seed)
     model = UNet(1, N_CLASSES, width, depth).to(images_hu.device)
     opt = torch.optim.Adam(model.parameters(), lr=lr)

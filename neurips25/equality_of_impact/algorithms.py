@@ -24,11 +24,12 @@ class Policy(abc.ABC):
                  sigma: float = 0.0,             # noise level (known to the learner)
                  sizes: tuple = (1.0, 1.0),      # group sizes / needs (known to the learner)
                 ):
-        if not (np.isfinite(B) and B > 0): raise ValueError(f"budget B must be positive and finite, got {B}")
-        if not (np.isfinite(sigma) and sigma >= 0): raise ValueError(f"noise level sigma must be >= 0, got {sigma}")
+        check_real(B, "budget B", 0, lo_open=True, req="positive and finite")
+        check_real(sigma, "noise level sigma", 0, req=">= 0 and finite")
         sizes = tuple(sizes)
-        if len(sizes) != 2 or not all(np.isfinite(float(s)) and float(s) > 0 for s in sizes):
+        if len(sizes) != 2:
             raise ValueError(f"sizes must be two positive finite numbers (group sizes or needs), got {sizes}")
+        for i, s in enumerate(sizes): check_real(s, f"sizes[{i}]", 0, lo_open=True, req="a positive finite number")
         self.B, self.sigma, self.sizes = float(B), float(sigma), tuple(float(s) for s in sizes)
     @classmethod
     def for_env(cls, env: Environment, **kw) -> "Policy":
@@ -233,7 +234,7 @@ class NoisyEoI(Policy):
                  n_search: int = 2,          # welfare-search probes per stage (best_fair)
                 ):
         super().__init__(B, sigma, sizes)
-        if not 0 < delta < 1: raise ValueError(f"delta must be in (0, 1), got {delta}")
+        check_real(delta, "delta", 0, 1, lo_open=True, hi_open=True, req="in (0, 1)")
         atol = _check_atol(atol)
         for k, v in dict(n0=n0, exploit=exploit, K=K, n_search=n_search).items():
             check_int(v, k, 1)

@@ -4,7 +4,7 @@
 from __future__ import annotations
 import math
 import numpy as np
-from ..core import check_int
+from ..core import check_int, check_real
 from .algorithms import Policy, FOREVER
 
 # %% auto #0
@@ -58,7 +58,7 @@ class UCBGrid(Policy):
     def __init__(self, B=1.0, sigma=0.0, sizes=(1.0, 1.0), K: int = 33, delta: float = 0.05):
         super().__init__(B, sigma, sizes)
         check_int(K, "K", 2, req="an integer >= 2 (UCB's arms)")
-        if not 0 < delta < 1: raise ValueError(f"delta must be in (0, 1), got {delta}")
+        check_real(delta, "delta", 0, 1, lo_open=True, hi_open=True, req="in (0, 1)")
         self.K, self.delta = int(K), float(delta)
     def play(self, T):
         K = self.K
@@ -100,11 +100,11 @@ class PenalisedGradient(Policy):
         a0: float | None = None,
     ):
         super().__init__(B, sigma, sizes)
-        if not (np.isfinite(lam) and lam > 0 and np.isfinite(eta0) and eta0 > 0):
-            raise ValueError(f"lam and eta0 must be positive and finite, got lam={lam}, eta0={eta0}")
-        if not 0 < delta0 < 0.5:                              # probes c ± h with h = delta0 B k^-1/4 must fit in [0, B]
-            raise ValueError(f"delta0 must be in (0, 0.5) (the probes' half-spacing, a fraction of B), got {delta0}")
-        if a0 is not None and not 0 <= a0 <= B: raise ValueError(f"a0 must lie in [0, {B}], got {a0}")
+        check_real(lam, "lam", 0, lo_open=True, req="positive and finite")
+        check_real(eta0, "eta0", 0, lo_open=True, req="positive and finite")
+        check_real(delta0, "delta0", 0, 0.5, lo_open=True, hi_open=True,  # probes c ± h, h = delta0 B k^-1/4, in [0, B]
+                   req="in (0, 0.5) (the probes' half-spacing, a fraction of B)")
+        if a0 is not None: check_real(a0, "a0", 0, B, req=f"None or in [0, {B}]")
         self.lam, self.eta0, self.delta0, self.a0 = float(lam), float(eta0), float(delta0), a0
     def play(self, T):
         B = self.B

@@ -131,14 +131,12 @@ class Environment:
     description: str = ""            # one line for tables
 
     def __post_init__(self):
-        B = float(self.B)
-        if not np.isfinite(B) or B <= 0: raise ValueError(f"budget B must be positive and finite, got {self.B}")
+        B = check_real(self.B, "budget B", 0, lo_open=True, req="positive and finite")
         object.__setattr__(self, "B", B)
-        s = float(self.sigma)
-        if not np.isfinite(s) or s < 0: raise ValueError(f"noise level sigma must be >= 0 and finite, got {self.sigma}")
+        s = check_real(self.sigma, "noise level sigma", 0, req=">= 0 and finite")
         object.__setattr__(self, "sigma", s)
-        if len(self.sizes) != 2 or not all(np.isfinite(v) and v > 0 for v in self.sizes):
-            raise ValueError(f"sizes must be two positive numbers, got {self.sizes}")
+        if len(self.sizes) != 2: raise ValueError(f"sizes must be two positive numbers, got {self.sizes}")
+        for i, v in enumerate(self.sizes): check_real(v, f"sizes[{i}]", 0, lo_open=True, req="a positive finite number")
         for nm in ("I1", "I2"): check_response(getattr(self, nm), B, name=f"impact {nm}", continuous=True)
         for nm in ("R1", "R2"): check_response(getattr(self, nm), B, name=f"reward {nm}", monotone=self.monotone_reward)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import minimize_scalar
-from ..core import check_int
+from ..core import check_int, check_real
 from .env import Environment, make_env
 
 # %% auto #0
@@ -91,8 +91,7 @@ def price_of_fairness(env: Environment) -> float:
 def brute_force_optimum(env: Environment, n_grid: int = 200_001, tol: float | None = None) -> tuple[float, float]:
     "(a*, V*) by grid search: least |Delta| on the grid, then the best welfare among points within tol of it."
     check_int(n_grid, "n_grid", 2, req="an integer >= 2 (the grid includes 0 and B)")
-    if tol is not None and not (np.isfinite(tol) and tol >= 0):
-        raise ValueError(f"tol must be >= 0 and finite, got {tol}")
+    if tol is not None: check_real(tol, "tol", 0, req=">= 0 and finite (or None)")
     a = np.linspace(0.0, env.B, n_grid)
     v = np.abs(env.gap(a))
     tol = (env.lipschitz_gap() * env.B / (n_grid - 1)) if tol is None else tol   # one grid cell of |Delta|

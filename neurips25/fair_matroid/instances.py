@@ -7,6 +7,7 @@ from collections import deque
 import numpy as np
 
 from .arboricity import core_numbers
+from ..core import check_real
 from .matroids import (Matroid, GraphicMatroid, LaminarMatroid, PartitionMatroid, UniformMatroid,
                                              LinearMatroidGF2, MatchingMatchoid, FairMatroidError, _as_edges,
                                              check_int)
@@ -80,7 +81,7 @@ def complete_graph(n: int) -> np.ndarray:
 def gnp_graph(n: int, p: float, rng: np.random.Generator) -> np.ndarray:
     "Edges of an Erdős–Rényi G(n, p) graph."
     n = check_int(n, "n", 0)
-    if not 0 <= p <= 1: raise FairMatroidError(f"p must be in [0, 1], got {p}")
+    check_real(p, "p", 0, 1, error=FairMatroidError, req="in [0, 1]")
     i, j = np.triu_indices(n, 1)
     keep = rng.random(len(i)) < p
     return np.c_[i[keep], j[keep]].astype(np.int64)
@@ -187,7 +188,7 @@ def random_bipartite(n_left: int, n_right: int, p: float, rng: np.random.Generat
     "Edges of a random bipartite graph (left ids 0..n_left-1, right ids n_left..)."
     check_int(n_left, "n_left", 0)
     check_int(n_right, "n_right", 0)
-    if not 0 <= p <= 1: raise FairMatroidError(f"p must be in [0, 1], got {p}")
+    check_real(p, "p", 0, 1, error=FairMatroidError, req="in [0, 1]")
     i, j = np.nonzero(rng.random((n_left, n_right)) < p)
     return np.c_[i, j + n_left].astype(np.int64)
 

@@ -153,7 +153,7 @@ def clopper_pearson(k, n, level: float = 0.95, side: str = "two") -> tuple[np.nd
     if n.shape != k.shape:
         try: k, n = np.broadcast_arrays(k, n)
         except ValueError: raise FairMatroidError(f"k and n have incompatible shapes {k.shape} and {n.shape}") from None
-    if not 0 < level < 1: raise FairMatroidError(f"level must be in (0, 1), got {level}")
+    check_real(level, "level", 0, 1, lo_open=True, hi_open=True, error=FairMatroidError, req="in (0, 1)")
     for name, v in (("k", k), ("n", n)):
         bad = ~np.isfinite(v) | (v != np.round(v))
         if bad.any(): raise FairMatroidError(f"{name} must be integer counts, got {float(v[bad].flat[0])!r}")
@@ -189,7 +189,8 @@ class FairnessEstimate:
     def __post_init__(self):
         if len(self.counts) == 0:
             raise FairMatroidError("the matroid has no elements: fairness 1 / min_e P[e accepted] is undefined")
-        if not 0 < self.level < 1: raise FairMatroidError(f"level must be in (0, 1), got {self.level}")
+        check_real(self.level, "level", 0, 1, lo_open=True, hi_open=True, error=FairMatroidError,
+                   req="in (0, 1)")
         n = len(self.counts)
         lvl = 1 - (1 - self.level) / n if self.bonferroni else self.level
         self.lo, self.hi = clopper_pearson(self.counts, self.R, lvl)

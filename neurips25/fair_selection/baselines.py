@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .instances import Instance, GFQ, FairSelectionError, check_int
+from ..core import check_real
 from .thresholds import Allocation
 
 # %% auto #0
@@ -73,8 +74,7 @@ def ccdnf_secretary(inst: Instance,              # a batch of R instances (arriv
                    ) -> Allocation:
     "[CCDNF21a] multi-colour secretary rule for k units (reconstruction): sample phase, then per-class thresholds."
     g = _gfq(quotas, inst)
-    tau = float(tau)
-    if not (np.isfinite(tau) and 0.0 <= tau < 1.0): raise FairSelectionError(f"tau must be in [0, 1), got {tau}")
+    tau = check_real(tau, "tau", 0, 1, hi_open=True, error=FairSelectionError, req="in [0, 1)")
     if shares not in SHARES: raise FairSelectionError(f"shares must be one of {SHARES}, got {shares!r}")
     R, T, M = inst.R, inst.T, inst.M
     Th = T if horizon is None else check_int(horizon, "horizon", 1)
@@ -111,9 +111,7 @@ def ccdnf_prophet(inst: Instance,           # a batch of R instances
     if sample.R < 1 or sample.T < 1:                # no arrivals: the frequencies were 0/0 (NaN and a RuntimeWarning)
         raise FairSelectionError(f"sample must hold at least one run of at least one arrival, got R = {sample.R}, "
                                  f"T = {sample.T}")
-    alpha = float(alpha)
-    if not (np.isfinite(alpha) and 0.0 < alpha <= 1.0):
-        raise FairSelectionError(f"alpha must be in (0, 1], got {alpha}")
+    alpha = check_real(alpha, "alpha", 0, 1, lo_open=True, error=FairSelectionError, req="in (0, 1]")
     if shares not in SHARES: raise FairSelectionError(f"shares must be one of {SHARES}, got {shares!r}")
     R, T, M = inst.R, inst.T, inst.M
     n_hat = sample.classes.sum(1).mean(0) * T / sample.T                       # (M,) expected class arrivals in T

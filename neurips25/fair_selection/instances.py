@@ -55,8 +55,8 @@ class Instance:
             if not np.isin(c, (0, 1)).all(): raise FairSelectionError("classes must be boolean (0/1) membership")
             c = c.astype(bool)
         self.k = check_int(self.k, "k", lo=1)
-        self.L, self.U = float(self.L), float(self.U)
-        if not (np.isfinite(self.L) and np.isfinite(self.U) and 0 < self.L <= self.U):
+        self.L, self.U = (check_real(v, nm, error=FairSelectionError) for nm, v in (("L", self.L), ("U", self.U)))
+        if not 0 < self.L <= self.U:
             raise FairSelectionError(f"need 0 < L <= U (finite), got L={self.L}, U={self.U}")
         if not np.isfinite(v).all(): raise FairSelectionError("values contain NaN or infinity")
         tol = 1e-12 * self.U
@@ -183,23 +183,21 @@ def _rng(rng) -> np.random.Generator:
 
 def _check_sizes(R, T, k, M, theta, L):
     R, T, k, M = check_int(R, "R", 1), check_int(T, "T", 1), check_int(k, "k", 1), check_int(M, "M", 1)
-    theta, L = float(theta), float(L)
-    if not (np.isfinite(theta) and theta >= 1): raise FairSelectionError(f"theta must be >= 1, got {theta}")
-    if not (np.isfinite(L) and L > 0): raise FairSelectionError(f"L must be > 0, got {L}")
+    theta = check_real(theta, "theta", 1, error=FairSelectionError, req=">= 1")
+    L = check_real(L, "L", 0, lo_open=True, error=FairSelectionError, req="> 0")
     return R, T, k, M, theta, L
 
 def sample_values(shape, L: float, U: float, rng, dist: str = "lognormal", sigma: float = 1.0,
                   mu: np.ndarray | float = 0.0, a: float = 1.5) -> np.ndarray:
     "Values on [L, U] by inverse CDF of a truncated distribution; mu: log-shift over L (broadcast to shape)."
-    L, U = float(L), float(U)
-    if not (np.isfinite(L) and np.isfinite(U) and 0 < L <= U):
+    L, U = (check_real(v, nm, error=FairSelectionError) for nm, v in (("L", L), ("U", U)))
+    if not 0 < L <= U:
         raise FairSelectionError(f"need 0 < L <= U (finite), got L={L}, U={U}")
     rng = _rng(rng)
     u = rng.random(shape)
     if dist == "lognormal":
-        sigma = float(sigma)
-        if not (np.isfinite(sigma) and sigma > 0):
-            raise FairSelectionError(f"sigma (the log-sd of lognormal values) must be finite and > 0, got {sigma}")
+        sigma = check_real(sigma, "sigma (the log-sd of lognormal values)", 0, lo_open=True, error=FairSelectionError,
+                           req="finite and > 0")
         mu = np.broadcast_to(np.asarray(mu, dtype=float), shape)
         if not np.isfinite(mu).all(): raise FairSelectionError("mu (the log-shift of lognormal values) must be finite")
         z_lo, z_hi = (0.0 - mu) / sigma, (np.log(U / L) - mu) / sigma        # ln(v/L) ~ N(mu, sigma) on [0, ln theta]
@@ -207,9 +205,8 @@ def sample_values(shape, L: float, U: float, rng, dist: str = "lognormal", sigma
         z = stats.norm.ppf(np.clip(F_lo + u * (F_hi - F_lo), 1e-300, 1 - 1e-16))
         v = L * np.exp(mu + sigma * z)
     elif dist == "powerlaw":                                                  # Pareto(a) truncated to [L, U]
-        a = float(a)
-        if not (np.isfinite(a) and a > 0):
-            raise FairSelectionError(f"a (the Pareto tail index of powerlaw values) must be finite and > 0, got {a}")
+        a = check_real(a, "a (the Pareto tail index of powerlaw values)", 0, lo_open=True, error=FairSelectionError,
+                       req="finite and > 0")
         v = L * (1 - u * (1 - (L / U) ** a)) ** (-1 / a)
     elif dist == "loguniform":
         v = L * (U / L) ** u
@@ -314,10 +311,8 @@ def cluster_trace_instances(R: int, T: int, k: int, *, theta: float = 100.0, L: 
     p = np.asarray(tier_shares, dtype=float)
     if p.shape != (3,) or not np.isfinite(p).all() or (p < 0).any() or p.sum() <= 0:
         raise FairSelectionError("tier_shares must be 3 finite non-negative numbers with a positive sum")
-    pareto_a = float(pareto_a)
-    if not (np.isfinite(pareto_a) and pareto_a > 0):
-        raise FairSelectionError(f"pareto_a (the tail index of the CPU requests) must be finite and > 0, "
-                                 f"got {pareto_a}")
+    pareto_a = check_real(pareto_a, "pareto_a (the tail index of the CPU requests)", 0, lo_open=True,
+                          error=FairSelectionError, req="finite and > 0")
     p = p / p.sum()
     fresh = rng.choice(3, size=(R, T), p=p)
     stay = rng.random((R, T)) < stickiness

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .instances import Instance, GFQ, FairSelectionError, check_unit_interval
+from ..core import check_real
 from .thresholds import Allocation
 from .offline import offline_optimum
 from .setaside import frac_gfq, _as_gfq
@@ -44,8 +45,7 @@ def noisy_advice(advice: Advice, error: float, rng=0) -> Advice:
      "class.")
     if not isinstance(advice, Advice):
         raise FairSelectionError(f"advice must be an Advice, got {type(advice).__name__}")
-    error = float(error)
-    if not (np.isfinite(error) and error >= 0): raise FairSelectionError(f"error must be >= 0, got {error}")
+    error = check_real(error, "error", 0, error=FairSelectionError, req=">= 0")
     rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
     e1 = rng.uniform(-error, error, advice.tau.shape)
     e2 = rng.uniform(-error, error, advice.n_hat.shape)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .instances import Instance, GFQ, PF, FairSelectionError, check_int
+from ..core import check_real
 from .thresholds import Allocation
 from .setaside import frac_gfq, frac_pf
 
@@ -33,11 +34,13 @@ def rounding_step(kappa: int,   # current sale-unit index (1-based): the next un
                  ) -> tuple[int, int]:
     "The paper's ROUNDING(kappa, z_n, z_p, x) for one agent: (y_t, next kappa); unit kappa sits at kappa - 1 + u0."
     kappa = check_int(kappa, "kappa (the 1-based index of the next unit)", 1)
-    if not (np.isfinite(z_p) and np.isfinite(z_n) and z_p >= 0):
+    check_real(z_p, "z_p", error=FairSelectionError, req="a finite level")
+    check_real(z_n, "z_n", error=FairSelectionError, req="a finite level")
+    if not z_p >= 0:
         raise FairSelectionError(f"need finite levels 0 <= z_p <= z_n, got {z_p}, {z_n}")
     if not (0 <= x <= 1 + 1e-12) or abs((z_n - z_p) - x) > 1e-9:
         raise FairSelectionError("need 0 <= x = z_n - z_p <= 1")
-    if not (0 <= u0 < 1): raise FairSelectionError(f"u0 must be in [0, 1), got {u0}")
+    check_real(u0, "u0", 0, 1, hi_open=True, error=FairSelectionError, req="in [0, 1)")
     p = kappa - 1 + u0                                      # the point of unit kappa on the cumulative mass axis
     y = int(z_p <= p < z_n)
     return y, kappa + y

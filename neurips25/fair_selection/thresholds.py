@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .instances import Instance, FairSelectionError, welfare, class_counts
+from ..core import check_real
 
 # %% auto #0
 __all__ = ['OneWayTradingThreshold', 'GreedyThreshold', 'frac_take', 'det_accept', 'Allocation', 'threshold_only',
@@ -15,8 +16,8 @@ __all__ = ['OneWayTradingThreshold', 'GreedyThreshold', 'frac_take', 'det_accept
 class OneWayTradingThreshold:
     "phi(w) = L below w0 = 1/(1+ln theta), (L/e)(e theta)^w above: ratio 1 + ln theta (Zhou et al. 2008)."
     def __init__(self, L: float, U: float):
-        L, U = float(L), float(U)
-        if not (np.isfinite(L) and np.isfinite(U) and 0 < L <= U):
+        L, U = (check_real(v, nm, error=FairSelectionError) for nm, v in (("L", L), ("U", U)))
+        if not 0 < L <= U:
             raise FairSelectionError(f"need 0 < L <= U, got {L}, {U}")
         self.L, self.U, self.theta = L, U, U / L
         self.w0 = 1.0 / (1.0 + np.log(self.theta))                     # w0 = 1/(1 + ln theta)

@@ -248,7 +248,7 @@ class FairProblem:
 
     def dual(self, Q, k, lam=None, mu=None, temperature: float = 0.0) -> float:
         "H(lam, mu) = mean_i smax(v_i) + xi_g |lam|_1 + xi_l sum_k |mu_k|_1; smax = max, or t*logsumexp(v/t)."
-        if temperature < 0: raise ValueError(f"temperature must be >= 0, got {temperature}")
+        check_real(temperature, "temperature", 0, req=">= 0 and finite (0: the max)")
         lam, mu = self._mask(lam, mu)
         v = self.scores(Q, k, lam, mu)
         sm = v.max(1) if temperature == 0 else _smooth_max(v, temperature)

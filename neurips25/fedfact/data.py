@@ -4,7 +4,7 @@
 from __future__ import annotations
 from dataclasses import dataclass, replace
 import numpy as np
-from ..core import check_int
+from ..core import check_int, check_real
 import pandas as pd
 
 from ..datasets import load_adult, load_compas, tabular_xys
@@ -146,8 +146,8 @@ def dirichlet_split(a: np.ndarray,               # (n,) sensitive group of every
     if not isinstance(rng, np.random.Generator):
         raise TypeError(f"rng must be a numpy Generator (np.random.default_rng(seed)), got {type(rng).__name__}")
     a = int_codes(a, "a")
-    if not (np.isfinite(alpha) and alpha > 0): raise ValueError(f"alpha must be > 0 and finite, got {alpha}")
-    if n_clients < 1: raise ValueError(f"n_clients must be >= 1, got {n_clients}")
+    check_real(alpha, "alpha", 0, lo_open=True, req="> 0 and finite")
+    check_int(n_clients, "n_clients", 1)
     if min_policy not in ("redraw", "reserve"):
         raise ValueError(f"unknown min_policy {min_policy!r}: use 'redraw' or 'reserve'")
     groups = np.unique(a)
@@ -205,7 +205,7 @@ def hetero_split(a: np.ndarray,                  # (n,) sensitive group
     if len(a) == 0: raise ValueError("no samples (a and y are empty)")
     if a.min() < 0 or y.min() < 0: raise ValueError(f"a and y must be codes >= 0, got min {a.min()}, {y.min()}")
     check_int(n_clients, 'n_clients', 1)
-    lo, hi = (float(g) for g in gamma_range)
+    lo, hi = (check_real(g, "gamma_range", req="two finite numbers (lo, hi)") for g in gamma_range)
     if not 0 < lo <= hi < 1: raise ValueError(f"gamma_range must satisfy 0 < lo <= hi < 1, got {gamma_range}")
     G = int(a.max()) + 1
     gam = rng.uniform(lo, hi, size=n_clients)
@@ -228,7 +228,7 @@ def stratified_test_mask(k: np.ndarray,           # (n,) client
                          rng: np.random.Generator,
                         ) -> np.ndarray:
     "Boolean test mask drawn inside every (client, group) cell."
-    if not 0 < test_frac < 1: raise ValueError(f"test_frac must be in (0, 1), got {test_frac}")
+    check_real(test_frac, "test_frac", 0, 1, lo_open=True, hi_open=True, req="in (0, 1)")
     if not isinstance(rng, np.random.Generator):
         raise TypeError(f"rng must be a numpy Generator (np.random.default_rng(seed)), got {type(rng).__name__}")
     test = np.zeros(len(k), dtype=bool)
@@ -282,10 +282,9 @@ def synthetic_federated(n: int = 12000,          # samples over all clients
     if d < 2: raise ValueError("d must be >= 2")
     for nm, v in (("n", n), ("n_clients", n_clients), ("n_groups", n_groups), ("n_classes", n_classes)):
         check_int(v, nm, 1)
-    if not 0 <= mix_range <= 1: raise ValueError(f"mix_range must be in [0, 1] (a share P(A=0 | K)), got {mix_range}")
-    if mix == "dirichlet" and not (np.isfinite(alpha) and alpha > 0):
-        raise ValueError(f"alpha must be > 0 and finite, got {alpha}")
-    if not 0 <= label_skew < 1: raise ValueError(f"label_skew must be in [0, 1), got {label_skew}")
+    check_real(mix_range, "mix_range", 0, 1, req="in [0, 1] (a share P(A=0 | K))")
+    if mix == "dirichlet": check_real(alpha, "alpha", 0, lo_open=True, req="> 0 and finite")
+    check_real(label_skew, "label_skew", 0, 1, hi_open=True, req="in [0, 1)")
     rng = np.random.default_rng(seed)
     if mix == "linspace":
         if n_groups != 2: raise ValueError("mix='linspace' needs n_groups=2; use mix='dirichlet'")

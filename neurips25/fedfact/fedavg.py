@@ -8,7 +8,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from ..core import get_device, progress
+from ..core import get_device, progress, check_int, check_real
 from .data import FedDataset
 
 # %% auto #0
@@ -73,8 +73,9 @@ def fedavg(train: FedDataset,             # training samples of all clients
            device: str = "auto",          # torch device
           ) -> FedModel:
     "Federated Averaging of a logistic/MLP classifier with client sampling and optional sample/aggregation weights."
-    if not 0 < client_frac <= 1: raise ValueError(f"client_frac must be in (0, 1], got {client_frac}")
-    if rounds < 1 or local_epochs < 1: raise ValueError("rounds and local_epochs must be >= 1")
+    check_real(client_frac, "client_frac", 0, 1, lo_open=True, req="in (0, 1]")
+    check_int(rounds, "rounds", 1)
+    check_int(local_epochs, "local_epochs", 1)
     if optimizer not in ("adam", "sgd"): raise ValueError(f"unknown optimizer {optimizer!r}")
     dev = get_device(device)
     torch.manual_seed(seed)

@@ -9,7 +9,7 @@ import pandas as pd
 import torch
 import torch.nn as nn
 
-from ..core import get_device, progress, check_int
+from ..core import get_device, progress, check_int, check_real
 from .data import FedDataset
 from .fedavg import make_model
 from .bayes import FairSpec, FairProblem, priors_from, joint_from_labels, confusion_tensor
@@ -30,7 +30,7 @@ def shifted_gain(M: np.ndarray,        # (..., m, m) gain matrices of one client
                 ) -> np.ndarray:
     "Mbar = M + kappa 1 1^T with every entry > 0."
     if kappa is None: kappa = max(0.0, -float(M.min())) + 1e-5
-    if kappa <= 0: raise ValueError(f"kappa must be > 0, got {kappa}")
+    check_real(kappa, "kappa", 0, lo_open=True, req="> 0")
     Mb = M + kappa
     if (Mb <= 0).any(): raise ValueError(f"kappa={kappa} leaves non-positive entries in Mbar (min M = {M.min():.4g})")
     return Mb
@@ -103,12 +103,13 @@ def fedfact_in(train: FedDataset,        # labelled training samples of all clie
                                                # on it)
               ) -> InResult:
     "FedFACT in-processing (Alg. 1): cost-sensitive FedAvg of a shared + personal ensemble with federated dual ascent."
-    if not 0 < client_frac <= 1: raise ValueError(f"client_frac must be in (0, 1], got {client_frac}")
-    if rounds < 1 or local_steps < 1: raise ValueError("rounds and local_steps must be >= 1")
+    check_real(client_frac, "client_frac", 0, 1, lo_open=True, req="in (0, 1]")
+    check_int(rounds, "rounds", 1)
+    check_int(local_steps, "local_steps", 1)
     for nm, v in (("lr", lr), ("dual_lr", dual_lr), ("w_lr", w_lr), ("bound", bound)):
-        if not (np.isfinite(v) and v > 0): raise ValueError(f"{nm} must be > 0 and finite, got {v}")
+        check_real(v, nm, 0, lo_open=True, req="> 0 and finite")
     check_int(batch_size, 'batch_size', 1)
-    if not 1 <= n_ensemble <= rounds: raise ValueError(f"n_ensemble must be in [1, rounds], got {n_ensemble}")
+    check_int(n_ensemble, "n_ensemble", 1, rounds, req=f"an integer in [1, rounds = {rounds}]")
     dev = get_device(device)
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)

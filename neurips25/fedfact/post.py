@@ -7,7 +7,7 @@ import warnings
 import numpy as np
 import pandas as pd
 
-from ..core import progress
+from ..core import progress, check_int, check_real
 from .bayes import (FairSpec, FairProblem, Priors, priors_from, check_feasible, confusion_tensor,
                                      _check_joint)
 from .data import int_codes
@@ -100,15 +100,15 @@ def fedfact_post(Q: np.ndarray,         # (n, G, m) aware posteriors e_{a_i} eta
     if len(k) == 0: raise ValueError("no calibration samples (Q and k are empty)")
     if not np.isfinite(Q).all(): raise ValueError("Q contains NaN or inf")
     _check_joint(Q)                                                       # Q_i >= 0 summing to 1 over (a, y)
-    if not (np.isfinite(temperature) and temperature > 0):
-        raise ValueError(f"temperature must be > 0, got {temperature}")
-    if not (np.isfinite(step_scale) and step_scale > 0): raise ValueError(f"step_scale must be > 0, got {step_scale}")
-    if not (np.isfinite(bound) and bound > 0): raise ValueError(f"bound (B_d) must be > 0 and finite, got {bound}")
-    if not 0 < client_frac <= 1: raise ValueError(f"client_frac must be in (0, 1], got {client_frac}")
-    if rounds < 0 or local_steps < 1: raise ValueError("rounds must be >= 0 and local_steps >= 1")
-    if record_every < 0 or check_every < 0: raise ValueError("record_every and check_every must be >= 0")
-    if not (np.isfinite(violation_tol) and violation_tol >= 0):
-        raise ValueError(f"violation_tol must be >= 0, got {violation_tol}")
+    check_real(temperature, "temperature", 0, lo_open=True, req="> 0 and finite")
+    check_real(step_scale, "step_scale", 0, lo_open=True, req="> 0 and finite")
+    check_real(bound, "bound (B_d)", 0, lo_open=True, req="> 0 and finite")
+    check_real(client_frac, "client_frac", 0, 1, lo_open=True, req="in (0, 1]")
+    check_int(rounds, "rounds", 0)
+    check_int(local_steps, "local_steps", 1)
+    check_int(record_every, "record_every", 0)
+    check_int(check_every, "check_every", 0)
+    check_real(violation_tol, "violation_tol", 0, req=">= 0 and finite")
     if len(k) and (k.min() < 0 or k.max() >= n_clients): raise ValueError(f"client ids must lie in [0, {n_clients})")
     given_priors = priors is not None
     prob = FairProblem(spec, priors if given_priors else priors_from(Q, k, n_clients))

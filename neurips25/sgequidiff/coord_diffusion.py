@@ -26,7 +26,7 @@ __all__ = ['METRICS', 'MODES', 've_sigmas', 'WyckoffCosets', 'wyckoff_cosets', '
 def ve_sigmas(T: int = 1000, sigma_min: float = 0.002, sigma_max: float = 0.5) -> np.ndarray:
     "sigma_t = sigma_min (sigma_max/sigma_min)^((t-1)/(T-1)), t = 1..T (fractional units)."
     check_int(T, 'T', 2)
-    if not (0 < sigma_min < sigma_max and np.isfinite(sigma_max)):
+    if not 0 < check_real(sigma_min, "sigma_min") < check_real(sigma_max, "sigma_max"):
         raise ValueError(f"need 0 < sigma_min < sigma_max < inf, got {sigma_min}, {sigma_max}")
     return sigma_min * (sigma_max / sigma_min) ** (np.arange(T) / (T - 1))
 
@@ -315,7 +315,7 @@ class ScoreNorm:
                  metric: str = "invariant",
                  device="cpu"):     # torch device that computes a missing table (the model's at training time)
         _metric_of(1, metric)
-        if not (0 < sigma_min < sigma_max and np.isfinite(sigma_max)):   # np.interp needs an increasing grid
+        if not 0 < check_real(sigma_min, "sigma_min") < check_real(sigma_max, "sigma_max"):   # np.interp: increasing
             raise ValueError(f"ScoreNorm needs 0 < sigma_min < sigma_max < inf, got {sigma_min}, {sigma_max}")
         check_int(n_grid, "n_grid (points of the sigma grid)", 1)
         self.grid = np.geomspace(sigma_min, sigma_max, n_grid)

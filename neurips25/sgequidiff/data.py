@@ -6,7 +6,7 @@ import csv, gzip, io, json, warnings
 from pathlib import Path
 import numpy as np
 
-from ..core import DATA_PATH, SHARED_DATA, data_file, DataFileError, progress
+from ..core import DATA_PATH, SHARED_DATA, data_file, DataFileError, progress, check_real
 from .symmetry import space_group, check_sg, orbit, crystal_system
 from .lattice import apply_bravais, bravais_spec, cell_volume
 from .representation import AsymCrystal, from_structure, SymmetryError
@@ -284,8 +284,8 @@ def random_crystal(rng: np.random.Generator,   # random generator
     "A random crystal of group sg (NB1 recipe; synthetic)."
     if not isinstance(rng, np.random.Generator):
         raise TypeError(f"rng must be a numpy Generator (np.random.default_rng(seed)), got {type(rng).__name__}")
-    if not (np.isfinite(vol_per_atom) and vol_per_atom > 0):          # <= 0 or NaN: NaN lengths, an unclear error
-        raise ValueError(f"vol_per_atom must be a positive finite number (Å^3), got {vol_per_atom}")
+    check_real(vol_per_atom, "vol_per_atom", 0, lo_open=True,       # <= 0 or NaN: NaN lengths, an unclear error
+               req="a positive finite number (Å^3)")
     if not len(elements): raise ValueError("elements must name at least one element")
     for _ in range(200):
         g = int(rng.integers(1, 231)) if sg is None else check_sg(sg)
@@ -320,8 +320,7 @@ def perturbed_structure(
      "(degrees).")
     from pymatgen.core import Structure, Lattice
     for v, name in ((sigma_frac, "sigma_frac"), (sigma_len, "sigma_len"), (sigma_ang, "sigma_ang")):
-        if not (np.isfinite(v) and v >= 0):                          # NaN: a structure of NaN coordinates, silently
-            raise ValueError(f"perturbed_structure: {name} must be a finite number >= 0, got {v}")
+        check_real(v, f"perturbed_structure: {name}", 0)              # NaN: a structure of NaN coordinates, silently
     if not isinstance(rng, np.random.Generator):
         raise TypeError(f"rng must be a numpy Generator (np.random.default_rng(seed)), got {type(rng).__name__}")
     p = np.array(s.lattice.parameters)

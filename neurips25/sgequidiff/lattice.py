@@ -7,6 +7,7 @@ from typing import Callable
 import numpy as np
 
 from .symmetry import crystal_system, check_sg
+from ..core import check_real
 
 # %% auto #0
 __all__ = ['PARAMS', 'LENGTH_RANGES', 'ANGLE_RANGE', 'bravais_spec', 'free_mask', 'apply_bravais', 'cell_volume', 'LatticeGrid',
@@ -134,8 +135,8 @@ class LatticeGrid:
 # %% ../../nbs/p05_sgequidiff/01_lattice.ipynb #10228aea
 def gamma_interval(alpha: float, beta: float, angle_range: tuple = ANGLE_RANGE) -> tuple[float, float]:
     "[|alpha - beta|, alpha + beta] clipped to the angle range (degrees)."
-    if not (np.isfinite(alpha) and np.isfinite(beta)):              # NaN gave the interval (nan, nan)
-        raise ValueError(f"alpha and beta must be finite angles in degrees, got {alpha}, {beta}")
+    check_real(alpha, "alpha", req="a finite angle in degrees")     # NaN gave the interval (nan, nan)
+    check_real(beta, "beta", req="a finite angle in degrees")
     lo, hi = max(abs(alpha - beta), angle_range[0]), min(alpha + beta, angle_range[1])
     if lo > hi:
         raise ValueError(f"no valid gamma for alpha={alpha}, beta={beta}: [|alpha - beta|, alpha + beta] = "
@@ -178,7 +179,7 @@ def sample_lattice(sg: int,                         # space group (sets the ties
     rng = np.random.default_rng() if rng is None else rng
     if not isinstance(rng, np.random.Generator):
         raise TypeError(f"rng must be a numpy Generator (np.random.default_rng) or None, got {type(rng).__name__}")
-    if not temperature > 0: raise ValueError(f"temperature must be positive, got {temperature}")
+    check_real(temperature, "temperature", 0, lo_open=True, req="positive and finite")
     n, r = grid.n_bins, grid.ranges()
     spec = bravais_spec(sg)
     params = np.full(6, np.nan)

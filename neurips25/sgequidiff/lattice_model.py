@@ -7,6 +7,7 @@ import torch
 from torch import nn
 
 from .symmetry import check_sg
+from ..core import check_real
 from .lattice import LatticeGrid, bravais_spec, gamma_mask, PARAMS
 from .sg_prior import MLP, SpaceGroupEncoder, fourier_features, check_sg_tensor
 
@@ -159,7 +160,7 @@ def lattice_sample(self, sg,                                # (B,) space-group n
                    temperature: float = 1.0,                # softmax temperature (> 0)
                   ) -> tuple[np.ndarray, np.ndarray]:
     "(params (B, 6) in Å / degrees, log p (B,)) of lattices drawn autoregressively with the Bravais ties of each group."
-    if not temperature > 0: raise ValueError(f"temperature must be positive, got {temperature}")
+    check_real(temperature, "temperature", 0, lo_open=True, req="positive and finite")
     sg = check_sg_tensor(sg).reshape(-1)
     dev = self.lo.device
     sg = sg.to(dev)

@@ -3,7 +3,7 @@
 # %% ../../nbs/p05_sgequidiff/07a_likelihood.ipynb #48636786
 from __future__ import annotations
 import numpy as np
-from ..core import check_int
+from ..core import check_int, check_real
 import torch
 
 from .symmetry import space_group
@@ -58,7 +58,7 @@ def pf_log_likelihood(score_fn,                 # (x (n, 3) torch, sigma float) 
                       device=None,              # torch device of the ODE state (the score's device; default CPU)
                      ) -> tuple[np.ndarray, np.ndarray]:
     "(log p_{sigma0}(x0) per crystal (B,), x at sigma1 (n, 3)) by the probability-flow ODE (RK4, exact divergence)."
-    if not (0 < sigma0 < sigma1 and np.isfinite(sigma1)):            # sigma1 = inf: log-sigma steps of NaN
+    if not 0 < check_real(sigma0, "sigma0") < check_real(sigma1, "sigma1"):   # sigma1 = inf: log-sigma steps of NaN
         raise ValueError(f"need 0 < sigma0 < sigma1 < inf, got {sigma0}, {sigma1}")
     check_int(n_steps, 'n_steps', 1)
     x0 = np.asarray(x0, float)

@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 from ..core import CACHE_PATH, DATA_PATH, cache_key, cache_enabled, get_device, progress, _atomic_write_bytes, check_int
+from ..core import check_real
 from .symmetry import space_group, _check_tol
 from .lattice import LatticeGrid, LENGTH_RANGES
 from .representation import (AsymCrystal, SymmetryError, origin_shift,
@@ -79,7 +80,7 @@ def _check_config(cfg: SGEquiDiffConfig):
     for k in ("ckpt_every", "sample_batch", "batch_size"):
         v = getattr(cfg, k)
         check_int(v, k, 1)
-    if not 0 < cfg.lr_factor < 1: raise ValueError(f"lr_factor must be in (0, 1), got {cfg.lr_factor}")
+    check_real(cfg.lr_factor, "lr_factor", 0, 1, lo_open=True, hi_open=True, req="in (0, 1)")
     if (cfg.patience or cfg.lr_patience) and not cfg.val_every:
         raise ValueError("patience and lr_patience count validations: set val_every > 0 (steps between validations)")
 
@@ -225,9 +226,7 @@ def load_training_data(dataset: str = "synthetic",   # synthetic | package | pac
                       ) -> dict:
     ("dict(train=, val=, test= (CrystalSets; val None without a validation split), *_structs (Structures), "
      "train_asym=, refused=, source=).")
-    vf = float(val_fraction)
-    if not 0 <= vf < 1:
-        raise ValueError(f"val_fraction must be in [0, 1), got {val_fraction!r}")
+    vf = check_real(val_fraction, "val_fraction", 0, 1, hi_open=True, req="in [0, 1)")
     if vf and dataset not in ("package", "package+mp20"):
         raise ValueError(f"val_fraction applies to the package data sets (the benchmarks have their own validation "
                          f"split; synthetic has none), got dataset={dataset!r} with val_fraction={val_fraction!r}")

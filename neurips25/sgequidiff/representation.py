@@ -135,9 +135,8 @@ def from_structure(structure,               # a pymatgen Structure (ordered)
     "The asymmetric-unit representation of a structure, in pyxtal's Wyckoff setting."
     import spglib
     from pymatgen.core import Element
-    if not (np.isfinite(symprec) and symprec > 0):
-        raise ValueError(f"symprec must be a positive finite number, got {symprec}")
-    if not np.isfinite(angle_tolerance): raise ValueError(f"angle_tolerance must be finite, got {angle_tolerance}")
+    check_real(symprec, "symprec", 0, lo_open=True, req="a positive finite number")
+    check_real(angle_tolerance, "angle_tolerance", req="finite (degrees; spglib's -1: its default)")
     _check_min_dist(min_dist, "from_structure")
     if len(structure) == 0: raise ValueError("from_structure needs a structure with at least one site")
     if not (np.isfinite(structure.frac_coords).all() and np.isfinite(structure.lattice.matrix).all()):

@@ -148,7 +148,7 @@ class SpaceGroupPrior(nn.Module):
               ) -> torch.Tensor:
         "n space-group numbers (1..230) drawn from p(G)^(1/temperature)."
         check_int(n, 'n', 0)
-        if not temperature > 0: raise ValueError(f"temperature must be positive, got {temperature}")
+        check_real(temperature, "temperature", 0, lo_open=True, req="positive and finite")
         z = self.logits.detach().cpu() / temperature
         if allowed is not None:
             allowed = torch.as_tensor(allowed, dtype=torch.bool)

@@ -276,7 +276,7 @@ def wrapped_normal(xt: np.ndarray,      # noisy points (n, 3)
         orbit_pts = np.broadcast_to(
             _check_points(orbit_pts, "orbit_pts")[None], (len(xt),) + _check_points(orbit_pts).shape
         )
-    if not np.isfinite(sigma) or sigma <= 0: raise ValueError(f"sigma must be positive, got {sigma}")
+    check_real(sigma, "sigma", 0, lo_open=True, req="positive and finite")
     Gm = np.eye(3) if metric is None else _check_metric(metric)
     d = xt[:, None] - orbit_pts
     d = d - np.round(d)                                                  # minimum-image difference: the box is centred

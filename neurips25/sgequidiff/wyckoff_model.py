@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from .symmetry import space_group
+from ..core import check_real
 from .lattice import LatticeGrid
 from .sg_prior import (MLP, SpaceGroupEncoder, fourier_features, check_sg_tensor, wyckoff_table,
                                             element_features, MAX_WYCKOFF, N_SG)
@@ -219,7 +220,7 @@ def wyckoff_sample(self, sg, lattice,                       # (B,) groups, (B, 6
                    temperature: float = 1.0,
                   ) -> tuple[list, list, np.ndarray]:
     "(Wyckoff index lists, element token lists, log p (B,)) of B token sets drawn until STOP."
-    if not temperature > 0: raise ValueError(f"temperature must be positive, got {temperature}")
+    check_real(temperature, "temperature", 0, lo_open=True, req="positive and finite")
     sg = check_sg_tensor(sg).reshape(-1)
     lat = torch.as_tensor(np.asarray(lattice, np.float32))
     if lat.shape != (len(sg), 6) or not torch.isfinite(lat).all():    # NaN: torch.multinomial's "invalid" error
