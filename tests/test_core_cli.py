@@ -184,7 +184,8 @@ def test_real_guards_are_core_check_real():
 def test_scalar_bounds_refuse_non_numbers():
     ("Bound checks written as comparisons ('0 < x < 1', 'np.isfinite(x) and x > 0') let True through as 1 and raised "
      "TypeError on '0.5': the series' user-facing real parameters go through core.check_real (or check_int for counts), "
-     "so a bool, a string, NaN and a list are refused with the argument's name in every series.")
+     "so a bool, a string, NaN and a list are refused with the argument's name in every series (left: P08's "
+     "budget_fraction and P09's internal utility checks).")
     import re
     import numpy as np
     from neurips25.fair_selection.instances import sample_values, FairSelectionError
@@ -197,6 +198,10 @@ def test_scalar_bounds_refuse_non_numbers():
     from neurips25.care.cone import ConeBeam
     from neurips25.fair_matroid.instances import gnp_graph, FairMatroidError
     from neurips25.fedfact.data import dirichlet_split
+    from neurips25.eok.synthetic import calibration_gap_under_eo
+    from neurips25.bias_amplification.theory import proximity_ratio
+    from neurips25.iipm.capacities import eps_contamination
+    from neurips25.ebm_geometry.characters import brc_angles
     rng = np.random.default_rng(0)
     cases = (
         (lambda v: sample_values((2, 3), v, 2.0, rng), "L must be a finite number, got", FairSelectionError),
@@ -209,6 +214,10 @@ def test_scalar_bounds_refuse_non_numbers():
         (lambda v: ConeBeam((4, 4, 4), (1, 1, 1), [0.0], step=v), "step must be > 0 (a finite fraction", ValueError),
         (lambda v: gnp_graph(4, v, rng), "p must be in [0, 1], got", FairMatroidError),
         (lambda v: dirichlet_split(np.zeros(8, int), 2, v, rng), "alpha must be > 0 and finite, got", ValueError),
+        (lambda v: calibration_gap_under_eo(v, 0.6, 0.8, 0.2), "p0 must be a probability in [0, 1], got", ValueError),
+        (lambda v: proximity_ratio(0.1, v), "variance imbalance rho must be > 0 (inf allowed), got", ValueError),
+        (lambda v: eps_contamination([0.5, 0.5], v), "eps must be in [0, 1], got", ValueError),
+        (lambda v: brc_angles(10, std=v), "std must be positive and finite, got", ValueError),
     )
     for f, msg, err in cases:
         for bad in (True, np.True_, "0.5", float("nan"), [0.5]):

@@ -8,7 +8,7 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from ..core import get_device, in_notebook, check_int
+from ..core import get_device, in_notebook, check_int, check_real
 from .theory import (ToyModel, check_zeta, gd_path, population_moments, _moments,
                                                  _check_regular, _HESSIAN)
 
@@ -34,7 +34,7 @@ def gd_loop(Sigma0: np.ndarray, Sigma1: np.ndarray,   # group second moments Σ_
     H, b = zeta * S0 + (1 - zeta) * S1, zeta * b0 + (1 - zeta) * b1
     _check_regular(H, _HESSIAN)
     lam_max = np.linalg.eigvalsh(H).max()
-    eta = 1 / lam_max if eta is None else float(eta)
+    eta = 1 / lam_max if eta is None else check_real(eta, "eta", req="a finite step size")
     if not 0 < eta < 2 / lam_max:
         raise ValueError(f"step eta={eta} must lie in (0, 2/λ_max) = (0, {2 / lam_max:.4g}) for GD to converge")
     t = np.arange(0, n_steps + 1, every)

@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from ..core import check_int
+from ..core import check_int, check_real
 
 from .theory import ToyModel, sample_toy, check_zeta
 
@@ -68,7 +68,7 @@ def minority_count(zeta: float,  # target population share of the minority
     return n0
 
 def _split(n: int, test_frac: float, rng) -> tuple[np.ndarray, np.ndarray]:
-    if not 0 < test_frac < 1: raise ValueError(f"test_frac must lie in (0, 1), got {test_frac}")
+    check_real(test_frac, "test_frac", 0, 1, lo_open=True, hi_open=True, req="in (0, 1)")
     p = rng.permutation(n)
     k = int(round(test_frac * n))
     return np.sort(p[k:]), np.sort(p[:k])

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 import torch.nn.functional as F
 
-from ..core import get_device, progress, check_int
+from ..core import get_device, progress, check_int, check_real
 from ..vision import image_loader, prepare_images
 from .data import GroupData, minority_count
 from .theory import check_zeta
@@ -109,7 +109,7 @@ def eurosat_groups(zeta: float = EUROSAT_MINORITY,  # share of colour-altered (S
     "EuroSAT RGB (data layer, 64×64, 10 classes), a share ζ of each split colour-altered as the minority."
     from neurips25.sources.loaders import load_image_folder
     zeta = check_zeta(zeta)
-    if not 0 < test_frac < 1: raise ValueError(f"test_frac must lie in (0, 1), got {test_frac}")
+    check_real(test_frac, "test_frac", 0, 1, lo_open=True, hi_open=True, req="in (0, 1)")
     ds = load_image_folder("eurosat", root=root)
     idx = np.arange(len(ds))
     if n_max is not None:
@@ -270,7 +270,7 @@ def train_paper(model: nn.Module, train: ImageGroups,
     if stop_after is not None: check_int(stop_after, "stop_after", 1)
     if schedule not in ("cosine", "constant"):
         raise ValueError(f"schedule must be 'cosine' or 'constant', got {schedule!r}")
-    if not lr > 0: raise ValueError(f"lr must be > 0, got {lr}")
+    check_real(lr, "lr", 0, lo_open=True, req="> 0 and finite")
     extra_epochs([1.0], [1.0], tau, kappa)                     # validates tau, kappa
     device = torch.device(device) if device is not None else get_device("auto")
     model = model.to(device)

@@ -125,7 +125,7 @@ def proximity_ratio(zeta: float,  # minority share ζ
                    ) -> float:
     "r(ζ, ρ) = ζρ/(ζρ + 1 − ζ) = ‖θ*−θ_1‖ / ‖θ_0−θ_1‖ in the toy model."
     zeta = check_zeta(zeta)
-    if not rho > 0: raise ValueError(f"variance imbalance rho must be > 0, got {rho}")
+    check_real(rho, "variance imbalance rho", 0, lo_open=True, finite=False, req="> 0 (inf allowed)")
     return 1.0 if math.isinf(rho) else zeta * rho / (zeta * rho + 1 - zeta)
 
 def toy_closed_forms(m: ToyModel, zeta: float) -> dict:
@@ -188,7 +188,7 @@ def extra_iterations_exact(m: ToyModel, zeta: float,
                            eps: float = 0.1,  # remaining fraction of the minority's excess-loss gap
                           ) -> int:
     "Exact number of population-GD iterations from θ_1 (η = 1/λ_max) until L_0 − L_0(θ*) ≤ ε·(L_0(θ_1) − L_0(θ*))."
-    if not 0 < eps < 1: raise ValueError(f"eps must lie in (0, 1), got {eps}")
+    check_real(eps, "eps", 0, 1, lo_open=True, hi_open=True, req="in (0, 1)")
     _check_minority_gap(m)
     cf = toy_closed_forms(m, zeta)
     r = proximity_ratio(zeta, m.rho)
@@ -201,7 +201,7 @@ def extra_iterations_exact(m: ToyModel, zeta: float,
 
 def extra_iterations_bound(m: ToyModel, zeta: float, eps: float = 0.1) -> float:
     "Reconstructed lower bound (1−ηλ_v)/(ηλ_v)·log(1/z̄) on `extra_iterations_exact` (claim iii)."
-    if not 0 < eps < 1: raise ValueError(f"eps must lie in (0, 1), got {eps}")
+    check_real(eps, "eps", 0, 1, lo_open=True, hi_open=True, req="in (0, 1)")
     _check_minority_gap(m)
     cf = toy_closed_forms(m, zeta)
     r = proximity_ratio(zeta, m.rho)
@@ -221,7 +221,7 @@ def gap_closure_time(curve: np.ndarray,   # values f_0, f_1, ... (a loss along a
         raise ValueError("curve must be a non-empty finite 1-d array")
     if isinstance(final, bool) or np.ndim(final) != 0 or not np.isfinite(final):
         raise ValueError(f"final must be a finite number, got {final!r}")
-    if not 0 < eps < 1: raise ValueError(f"eps must lie in (0, 1), got {eps}")
+    check_real(eps, "eps", 0, 1, lo_open=True, hi_open=True, req="in (0, 1)")
     hit = np.flatnonzero(c - final <= eps * (c[0] - final))
     return int(hit[0]) if hit.size else None
 
@@ -268,7 +268,7 @@ def gd_path(Sigma0: np.ndarray, Sigma1: np.ndarray,   # group second-moment matr
     b = zeta * b0 + (1 - zeta) * b1
     _check_regular(H, _HESSIAN)                                 # the same relative test as full_data_theta
     lam, U = np.linalg.eigh(H)
-    eta = 1 / lam.max() if eta is None else float(eta)
+    eta = 1 / lam.max() if eta is None else check_real(eta, "eta", req="a finite step size")
     if not 0 < eta < 2 / lam.max():
         raise ValueError(f"step eta={eta} must lie in (0, 2/λ_max) = (0, {2 / lam.max():.4g}) for GD to converge")
     t = np.arange(0, n_steps + 1, every)

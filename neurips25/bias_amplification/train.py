@@ -11,7 +11,7 @@ import torch
 from torch import nn
 import torch.nn.functional as F
 
-from ..core import get_device, progress, seed_everything, check_int
+from ..core import get_device, progress, seed_everything, check_int, check_real
 from .data import GroupData
 
 # %% auto #0
@@ -78,7 +78,7 @@ def extra_epochs(acc: np.ndarray,      # global train accuracy after epochs 1..E
     if a.ndim != 1 or a.shape != a0.shape or a.size == 0:
         raise ValueError(f"acc and acc_min must be equal-length 1-d curves, got {a.shape}, {a0.shape}")
     for k, v in (("tau", tau), ("kappa", kappa)):
-        if not 0 < v < 1: raise ValueError(f"{k} must be a fraction in (0, 1), got {v} (the code's 90 is 0.9 here)")
+        check_real(v, k, 0, 1, lo_open=True, hi_open=True, req="a fraction in (0, 1) (the code's 90 is 0.9 here)")
     top = 100.0 if percent else 1.0
     for k, c in (("acc", a), ("acc_min", a0)):
         bad = np.flatnonzero(~np.isfinite(c))
@@ -128,7 +128,7 @@ def train_groups(model: nn.Module, train: GroupData,
     if batch_size is not None: check_int(batch_size, "batch_size", 1, req="an integer >= 1 or None")
     if schedule not in ("constant", "cosine"):
         raise ValueError(f"schedule must be 'constant' or 'cosine', got {schedule!r}")
-    if not lr > 0: raise ValueError(f"lr must be > 0, got {lr}")
+    check_real(lr, "lr", 0, lo_open=True, req="> 0 and finite")
     extra_epochs([1.0], [1.0], tau, kappa)                           # validates tau, kappa
     device = torch.device(device) if device is not None else get_device("auto")
     model = model.to(device)

@@ -4,7 +4,7 @@
 from __future__ import annotations
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
-from ..core import check_int
+from ..core import check_int, check_real
 
 CHARACTERS = ("5", "G", "F", "P", "J", "7", "2")
 
@@ -42,7 +42,7 @@ def brc_angles(n: int, std: float = 40.0, seed: int = 0,
               ) -> np.ndarray:
     "BRC angles: N(0, std) truncated to (-180, 180] by rejection, whole degrees by default (Reconstruction of Fig. 13)."
     n = check_int(n, "n", 1)
-    if not (np.isfinite(std) and std > 0): raise ValueError(f"std must be positive and finite, got {std}")
+    check_real(std, "std", 0, lo_open=True, req="positive and finite")
     rng, out = np.random.default_rng(seed), np.empty(0)
     while len(out) < n:
         a = rng.normal(0, std, 2 * n)

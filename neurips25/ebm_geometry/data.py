@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 import numpy as np
 import torch
-from ..core import check_int
+from ..core import check_int, check_real
 
 # %% auto #0
 __all__ = ['CircularMixture', 'arc_means', 'ucg', 'wcg']
@@ -97,7 +97,7 @@ def wcg(K: int = 200, R: float = 8.0, sigma: float = 1.0,
         spread: float = math.pi / 6,  # Reconstruction: std (radians) of the weight profile around 90 degrees
        ) -> CircularMixture:
     "Weighted circular Gaussians (WCG): weights peaked at 90 degrees, symmetric (Reconstruction of Fig. 9's profile)."
-    if not spread > 0: raise ValueError(f"spread must be positive, got {spread}")
+    check_real(spread, "spread", 0, lo_open=True, req="positive and finite")
     th = torch.arange(K, dtype=torch.float64) * math.pi / K
     w = torch.exp(-(th - math.pi / 2) ** 2 / (2 * spread ** 2))
     return CircularMixture(arc_means(K, R), w / w.sum(), sigma)

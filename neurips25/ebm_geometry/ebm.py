@@ -9,7 +9,7 @@ import torch
 from torch import nn
 import torch.nn.functional as F
 from ..core import get_device, progress
-from ..core import check_int
+from ..core import check_int, check_real
 
 # %% auto #0
 __all__ = ['EnergyMLP', 'energy_fn', 'EnergyCNN', 'LangevinDivergence', 'langevin', 'ReplayBuffer', 'TrainLog', 'train_dsm',
@@ -117,7 +117,7 @@ class ReplayBuffer:
     "Fixed-size buffer of past negatives; starts from it with probability p_reuse, else from noise."
     def __init__(self, size: int, noise_fn, p_reuse: float = 0.95):
         size = check_int(size, "buffer size", 1)   # 2.5 and True failed inside noise_fn with torch's message
-        if not 0 <= p_reuse <= 1: raise ValueError(f"p_reuse must be in [0, 1], got {p_reuse}")
+        check_real(p_reuse, "p_reuse", 0, 1, req="in [0, 1]")
         self.noise_fn, self.p_reuse, self.data = noise_fn, p_reuse, noise_fn(size)
 
     def sample(self, n: int, generator=None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -158,7 +158,7 @@ def train_dsm(X, model: EnergyMLP, steps: int = 2000, batch: int = 256, lr: floa
               seed: int = 0, device=None) -> TrainLog:
     "Denoising score matching: min E|sigma s(x + sigma eps) + eps|^2 with s = -grad E."
     import time
-    if not sigma > 0: raise ValueError(f"sigma must be positive, got {sigma}")
+    check_real(sigma, "sigma", 0, lo_open=True, req="positive and finite")
     X, model, dev, g = _prep(X, model, device, seed, steps, batch)
     opt, log, t0 = torch.optim.Adam(model.parameters(), lr=lr), TrainLog(), time.time()
     params = [p for p in model.parameters() if p.requires_grad]

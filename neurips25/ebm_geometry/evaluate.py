@@ -10,7 +10,7 @@ from .metrics import (Metric, CalibrationError, euclidean, energy_metric, calibr
                                             calibration_sets, fit_rbf, land_h, _check_ratio, softplus_floor_inverse)
 from .ebm import langevin
 from .geodesics import geodesic_path, lerp_path, path_stats, _check_path
-from ..core import check_int
+from ..core import check_int, check_real
 
 # %% auto #0
 __all__ = ['REFERENCE', 'CALIBRATIONS', 'GATE_PLATEAU', 'GATE_AUC', 'ROTATION_METRICS', 'GEO_SEARCHES', 'gamma_rmse', 'd_rmse',
@@ -112,7 +112,7 @@ def latent_metrics(Z,                          # latent data (n, D)
     ratio = _check_ratio(ratio)
     if calibration not in CALIBRATIONS:
         raise ValueError(f"calibration must be one of {CALIBRATIONS}, got {calibration!r}")
-    if not 0 < anchor_q < 1: raise ValueError(f"anchor_q must be in (0, 1), got {anchor_q!r}")
+    check_real(anchor_q, "anchor_q", 0, 1, lo_open=True, hi_open=True, req="in (0, 1)")
     if not (math.isfinite(cap) and cap > 1): raise ValueError(f"cap must be a finite number > 1, got {cap!r}")
     if ge_smooth is not None and (ge_floor is None or not (math.isfinite(ge_smooth) and ge_smooth > 0)):
         raise ValueError(
@@ -215,7 +215,7 @@ def loss_plateau(losses,                   # per-step training losses
                 ) -> float:
     "Relative drop (mean of the second-to-last window - mean of the last) / |mean of the last|: ~0 once plateaued."
     L = np.asarray(losses, dtype=np.float64).ravel()
-    if not 0 < window <= 0.5: raise ValueError(f"window must be in (0, 0.5], got {window!r}")
+    check_real(window, "window", 0, 0.5, lo_open=True, req="in (0, 0.5]")
     w = int(round(window * len(L)))
     if w < 1 or len(L) < 2 * w:
         raise ValueError(f"need at least {math.ceil(2 / window)} losses for window {window}, got {len(L)}")

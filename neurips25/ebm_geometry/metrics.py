@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 import numpy as np
 import torch
-from ..core import check_int
+from ..core import check_int, check_real
 from .data import _as_points
 
 # %% auto #0
@@ -274,7 +274,7 @@ def fit_rbf(X: torch.Tensor,     # data (n, D)
     Xn = np.asarray(torch.as_tensor(X).detach().cpu(), dtype=np.float64)
     if Xn.ndim != 2: raise ValueError(f"X must be (n, D), got shape {Xn.shape}")
     K = check_int(K, "K", 1, len(Xn), req=f"an integer in [1, n={len(Xn)}]")
-    if not kappa > 0: raise ValueError(f"kappa must be positive, got {kappa}")
+    check_real(kappa, "kappa", 0, lo_open=True, req="positive and finite")
     km = KMeans(K, n_init=3, random_state=seed).fit(Xn)
     C, lab = km.cluster_centers_, km.labels_
     dbar = np.array([np.linalg.norm(Xn[lab == k] - C[k], axis=1).mean() if (lab == k).any() else 0.0 for k in range(K)])
@@ -313,7 +313,7 @@ def land_h(X: torch.Tensor, sigma: float = 1.0, chunk: int = 4096) -> Callable:
     Xt = torch.as_tensor(X)
     if Xt.ndim != 2 or Xt.shape[0] == 0: raise ValueError(f"X must be a non-empty (n, D) array, got {tuple(Xt.shape)}")
     if not torch.isfinite(Xt).all(): raise ValueError("X contains NaN or inf")   # h was NaN everywhere
-    if not sigma > 0: raise ValueError(f"sigma must be positive, got {sigma}")
+    check_real(sigma, "sigma", 0, lo_open=True, req="positive and finite")
     chunk = check_int(chunk, "chunk", 1)        # chunk < 0 skipped the loop: h = 0 everywhere, silently
     def h(x):
         # by matrix products, not an (m, c, D) difference tensor (7-17x faster with its gradient):

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 import torch.nn.functional as F
 from ..core import get_device, progress
-from ..core import check_int
+from ..core import check_int, check_real
 
 
 # %% auto #0
@@ -21,7 +21,7 @@ def load_digits_images(seed: int = 0,            # seed of the train/test split
     "scikit-learn's 8x8 digits scaled to [0, 1]: train/test images (n, 8, 8) float32 and labels."
     from sklearn.datasets import load_digits
     from sklearn.model_selection import train_test_split
-    if not 0 < test_size < 1: raise ValueError(f"test_size must be in (0, 1), got {test_size}")
+    check_real(test_size, "test_size", 0, 1, lo_open=True, hi_open=True, req="in (0, 1)")
     d = load_digits()
     X, y = (d.images / 16.0).astype(np.float32), d.target.astype(np.int64)
     Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=test_size, random_state=seed, stratify=y)

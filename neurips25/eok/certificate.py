@@ -6,6 +6,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .kernels import Kernel, make_kernel
+from ..core import check_real
 from .estimators import encode_cells, weight_matrix, cell_weights, label_weights, cell_gram, VARIANTS
 
 # %% auto #0
@@ -59,7 +60,7 @@ def certificate_from_gram(gam: np.ndarray,     # V-statistic cell Gram from `cel
                           weights=None,
                          ) -> Certificate:
     "The certificate from a precomputed V-statistic cell Gram (see `eo_k_certificate`)."
-    if not 0 < delta < 1: raise ValueError(f"delta must be in (0, 1), got {delta}")
+    check_real(delta, "delta", 0, 1, lo_open=True, hi_open=True, req="in (0, 1)")
     if variant not in VARIANTS: raise ValueError(f"unknown variant {variant!r}: use one of {VARIANTS}")
     K = kern.bound
     if isinstance(weights, str) and weights == "symmetric":
@@ -84,7 +85,7 @@ def eo_k_certificate(z: np.ndarray,                # (n, d) representation
                      chunk: int = 256,             # rows per kernel block
                     ) -> Certificate:
     "Plug-in EO_k and a (1 - delta) upper confidence bound (McDiarmid for the embeddings + Hoeffding for the weights)."
-    if not 0 < delta < 1: raise ValueError(f"delta must be in (0, 1), got {delta}")
+    check_real(delta, "delta", 0, 1, lo_open=True, hi_open=True, req="in (0, 1)")
     if variant not in VARIANTS: raise ValueError(f"unknown variant {variant!r}: use one of {VARIANTS}")
     gam, cells, kern = cell_gram(z, s, y, variant, kernel, unbiased=False, chunk=chunk)
     return certificate_from_gram(gam, cells, kern, delta, variant, weights)
@@ -102,7 +103,7 @@ def gretton_u_bound(counts: np.ndarray,   # (2, C) cell counts
     wv = np.asarray(w)
     if wv.shape != (counts.shape[1],) or wv.dtype.kind not in "iuf" or not np.isfinite(wv).all():
         raise ValueError(f"w must be {counts.shape[1]} finite label weights (one per column of counts), got {w!r}")
-    if not 0 < delta < 1: raise ValueError(f"delta must be in (0, 1), got {delta!r}")
+    check_real(delta, "delta", 0, 1, lo_open=True, hi_open=True, req="in (0, 1)")
     if not (np.isfinite(K) and K > 0): raise ValueError(f"kernel bound K must be a positive finite number, got {K!r}")
     thin = (counts.min(0) < 2) & (wv != 0)                                  # a weighted stratum needs 2 per cell
     if thin.any():

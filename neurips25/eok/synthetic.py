@@ -150,7 +150,7 @@ def calibration_gap_under_eo(p0: float, p1: float,  # base rates P(Y=1|S=s)
                             ) -> float:
     "max over yhat of |P(Y=1|Yhat=yhat,S=0) - P(Y=1|Yhat=yhat,S=1)| when EO holds exactly."
     for k, v in (("p0", p0), ("p1", p1), ("tpr", tpr), ("fpr", fpr)):
-        if not 0 <= v <= 1: raise ValueError(f"{k} must be a probability in [0, 1], got {v!r}")
+        check_real(v, k, 0, 1, req="a probability in [0, 1]")
     for k, p in (("p0", p0), ("p1", p1)):                # P(Yhat = yhat | S = s) = 0: P(Y=1 | Yhat=yhat, S=s) undefined
         for yh, q in ((1, p * tpr + (1 - p) * fpr), (0, p * (1 - tpr) + (1 - p) * (1 - fpr))):
             if q == 0:

@@ -6,6 +6,7 @@ from itertools import combinations
 from typing import Iterator, Sequence
 
 import numpy as np
+from ..core import check_real
 
 # %% auto #0
 __all__ = ['MAX_EXACT_K', 'check_shape', 'prob_atol', 'check_values', 'check_block', 'cache_rows', 'check_probs', 'check_exact_k',
@@ -258,7 +259,7 @@ def belief_function(masses,             # Möbius masses m(A) >= 0, m(empty) = 0
 
 # %% ../../nbs/p07_iipm/00_capacities.ipynb #0986e172
 def _check_eps(eps: float):
-    if not (np.isfinite(eps) and 0 <= eps <= 1): raise ValueError(f"eps must lie in [0, 1], got {eps}")
+    check_real(eps, "eps", 0, 1, req="in [0, 1]")
 
 def eps_contamination(p,           # the central probability vector, shape (..., K)
                       eps: float,  # contamination level ε in [0, 1]

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 import torch.nn.functional as F
 
-from ..core import get_device, progress, check_int
+from ..core import get_device, progress, check_int, check_real
 from ..vision import image_loader, prepare_images
 from .selective import selective_scores
 
@@ -149,7 +149,7 @@ def train_member(images: np.ndarray,        # uint8 (n, 32, 32, 3) training imag
     for k, v in (("epochs", epochs), ("batch_size", batch_size), ("n_classes", n_classes)):
         check_int(v, k, 1)
     check_int(workers, 'workers', 0)
-    if not (np.isfinite(lr) and lr > 0): raise ValueError(f"lr must be > 0, got {lr}")
+    check_real(lr, "lr", 0, lo_open=True, req="> 0 and finite")
     _check_images(images, labels, n_classes, "training set")
     device = torch.device(device) if device is not None else get_device("auto")
     torch.manual_seed(seed)
