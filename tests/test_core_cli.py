@@ -184,8 +184,7 @@ def test_real_guards_are_core_check_real():
 def test_scalar_bounds_refuse_non_numbers():
     ("Bound checks written as comparisons ('0 < x < 1', 'np.isfinite(x) and x > 0') let True through as 1 and raised "
      "TypeError on '0.5': the series' user-facing real parameters go through core.check_real (or check_int for counts), "
-     "so a bool, a string, NaN and a list are refused with the argument's name in every series (left: P08's "
-     "budget_fraction and P09's internal utility checks).")
+     "so a bool, a string, NaN and a list are refused with the argument's name in every series.")
     import re
     import numpy as np
     from neurips25.fair_selection.instances import sample_values, FairSelectionError
@@ -202,6 +201,7 @@ def test_scalar_bounds_refuse_non_numbers():
     from neurips25.bias_amplification.theory import proximity_ratio
     from neurips25.iipm.capacities import eps_contamination
     from neurips25.ebm_geometry.characters import brc_angles
+    from neurips25.curation.benchmark import neighbour_pool
     rng = np.random.default_rng(0)
     cases = (
         (lambda v: sample_values((2, 3), v, 2.0, rng), "L must be a finite number, got", FairSelectionError),
@@ -218,6 +218,7 @@ def test_scalar_bounds_refuse_non_numbers():
         (lambda v: proximity_ratio(0.1, v), "variance imbalance rho must be > 0 (inf allowed), got", ValueError),
         (lambda v: eps_contamination([0.5, 0.5], v), "eps must be in [0, 1], got", ValueError),
         (lambda v: brc_angles(10, std=v), "std must be positive and finite, got", ValueError),
+        (lambda v: neighbour_pool(budget_fraction=v), "budget_fraction must be in (0, 1), got", ValueError),
     )
     for f, msg, err in cases:
         for bad in (True, np.True_, "0.5", float("nan"), [0.5]):

@@ -6,7 +6,7 @@ import argparse, time
 import numpy as np
 import pandas as pd
 
-from ..core import in_notebook, check_int
+from ..core import in_notebook, check_int, check_real
 from .criteria import bench_neighbours, preprocess
 
 # %% auto #0
@@ -46,7 +46,7 @@ def neighbour_pool(n_docs: int = 10_000,              # documents, spread over t
     from neurips25.curation.corpus import SOURCES, build_minipile
     from neurips25.curation.embeddings import embed_docs
     check_int(n_docs, 'n_docs', 100)
-    if not 0 < budget_fraction < 1: raise ValueError(f"budget_fraction must lie in (0, 1), got {budget_fraction}")
+    budget_fraction = check_real(budget_fraction, "budget_fraction", 0, 1, lo_open=True, hi_open=True, req="in (0, 1)")
     caps = pool_caps(n_docs, doc_tokens, seed)
     texts = build_minipile(docs_per_source=caps, doc_tokens=doc_tokens, seed=seed, show_progress=False).texts()[:n_docs]
     Z = preprocess(embed_docs(embedder, texts))
