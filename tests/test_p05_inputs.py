@@ -140,3 +140,27 @@ def test_likelihood_on_cuda_matches_cpu():
     ref = lik.coords_log_likelihood(net, sn, bt, X0, 0.01, 0.5, n_steps=2)
     out = lik.coords_log_likelihood(net.to("cuda"), sn, bt, X0, 0.01, 0.5, n_steps=2)
     np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("old_handling", ["1", "0"])
+def test_spglib_failure_under_both_error_conventions(monkeypatch, old_handling):
+    ("spglib 2.x returns None where it finds no symmetry dataset (and warns on every call); spglib >= 3 raises "
+     "SpglibError instead (SPGLIB_OLD_ERROR_HANDLING=0 selects that convention today). Under both, spacegroup_of "
+     "gives 0, from_structure a SymmetryError, fingerprints fall back to the per-site path, and no spglib "
+     "DeprecationWarning escapes.")
+    import warnings
+    from pymatgen.core import Lattice, Structure
+    from neurips25.sgequidiff.metrics import spacegroup_of
+    from neurips25.sgequidiff.representation import SymmetryError, from_structure, spglib_dataset
+    monkeypatch.setenv("SPGLIB_OLD_ERROR_HANDLING", old_handling)
+    bad = Structure(Lattice.cubic(4.0), ["H", "H"], [[0, 0, 0], [0, 0, 1e-4]])       # spglib: atoms too close
+    good = Structure(Lattice.cubic(4.0), ["Na", "Cl"], [[0, 0, 0], [0.5, 0.5, 0.5]])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        cell = (bad.lattice.matrix, bad.frac_coords, bad.atomic_numbers)
+        assert spglib_dataset(cell, symprec=0.1) is None
+        assert spacegroup_of(bad) == 0
+        with pytest.raises(SymmetryError, match="spglib cannot symmetrise"): from_structure(bad, min_dist=0)
+        assert spacegroup_of(good) == 221
+        assert from_structure(good).sg == 221
+    assert not [w for w in caught if "OLD_ERROR_HANDLING" in str(w.message)]

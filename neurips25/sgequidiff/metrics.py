@@ -8,6 +8,7 @@ import numpy as np
 from pymatgen.core import Composition
 
 from ..core import progress, check_int, check_real
+from .representation import spglib_dataset
 
 # %% auto #0
 __all__ = ['COV_CUTOFFS', 'structure_validity', 'smact_validity', 'structure_fingerprint', 'composition_fingerprint',
@@ -103,9 +104,8 @@ def structure_fingerprint(s,                       # a pymatgen Structure
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             if not use_symmetry: return np.mean([fp.featurize(s, i) for i in range(len(s))], 0)
-            import spglib
             # spglib segfaults on NaN/inf input: such a structure takes the per-site path (as use_symmetry=False)
-            ds = spglib.get_symmetry_dataset((s.lattice.matrix, s.frac_coords, s.atomic_numbers), symprec=1e-3) \
+            ds = spglib_dataset((s.lattice.matrix, s.frac_coords, s.atomic_numbers), symprec=1e-3) \
                 if _finite(s) else None
             if ds is None: return np.mean([fp.featurize(s, i) for i in range(len(s))], 0)
             reps, cnt = np.unique(np.asarray(ds.equivalent_atoms), return_counts=True)
@@ -256,10 +256,9 @@ def _check_symprec(symprec, who: str) -> float:
 def spacegroup_of(s, symprec: float = 0.1) -> int:
     ("spglib space-group number (0 if spglib fails, and for an empty structure or one with NaN/inf coordinates, "
      "which spglib cannot analyse).")
-    import spglib
     _check_symprec(symprec, "spacegroup_of")
     if len(s) == 0 or not _finite(s): return 0                  # spglib segfaults on NaN; an empty cell has no group
-    ds = spglib.get_symmetry_dataset((s.lattice.matrix, s.frac_coords, s.atomic_numbers), symprec=symprec)
+    ds = spglib_dataset((s.lattice.matrix, s.frac_coords, s.atomic_numbers), symprec=symprec)
     return 0 if ds is None else int(ds.number)
 
 def sg_preservation(structs: list, requested, symprec: float = 0.1) -> float:

@@ -2,6 +2,8 @@
 
 # %% ../../nbs/p05_sgequidiff/02_representation.ipynb #2589d1f4
 from __future__ import annotations
+import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass
 import numpy as np
 
@@ -11,7 +13,8 @@ from .lattice import apply_bravais, cell_volume
 from ..core import check_real
 
 # %% auto #0
-__all__ = ['ORIGIN_CHOICE_2', 'SymmetryError', 'AsymCrystal', 'from_structure', 'origin_shift', 'standard_setting']
+__all__ = ['ORIGIN_CHOICE_2', 'SymmetryError', 'AsymCrystal', 'spglib_quiet', 'spglib_dataset', 'from_structure', 'origin_shift',
+           'standard_setting']
 
 # %% ../../nbs/p05_sgequidiff/02_representation.ipynb #64e381ce
 class SymmetryError(ValueError):
@@ -119,6 +122,23 @@ class AsymCrystal:
         return f"AsymCrystal(sg={self.sg}, lattice={np.round(self.lattice, 3).tolist()}, {ws})"
 
 # %% ../../nbs/p05_sgequidiff/02_representation.ipynb #8471d1f0
+@contextmanager
+def spglib_quiet():
+    "Silence spglib's per-call 'Set OLD_ERROR_HANDLING to false' DeprecationWarning (spglib 2.7 to 2.x)."
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Set OLD_ERROR_HANDLING", category=DeprecationWarning)
+        yield
+
+def spglib_dataset(cell, **kw):
+    ("spglib.get_symmetry_dataset(cell, **kw), or None where spglib finds none, under both of spglib's error "
+     "conventions: spglib < 3 returns None (with a DeprecationWarning, silenced here); spglib >= 3, or "
+     "SPGLIB_OLD_ERROR_HANDLING=0, raises SpglibError instead.")
+    import spglib
+    err = getattr(getattr(spglib, "error", None), "SpglibError", ())   # (): spglib < 2.7 has no exception type
+    try:
+        with spglib_quiet(): return spglib.get_symmetry_dataset(cell, **kw)
+    except err: return None
+
 def _spglib_cell(structure):
     return (
         np.asarray(structure.lattice.matrix),
@@ -133,7 +153,6 @@ def from_structure(structure,               # a pymatgen Structure (ordered)
                    sg: int | None = None,   # optional: the space group the structure must have
                   ) -> AsymCrystal:
     "The asymmetric-unit representation of a structure, in pyxtal's Wyckoff setting."
-    import spglib
     from pymatgen.core import Element
     check_real(symprec, "symprec", 0, lo_open=True, req="a positive finite number")
     check_real(angle_tolerance, "angle_tolerance", req="finite (degrees; spglib's -1: its default)")
@@ -149,13 +168,13 @@ def from_structure(structure,               # a pymatgen Structure (ordered)
         d = structure.distance_matrix[np.triu_indices(len(structure), 1)].min()
         if d < min_dist: raise SymmetryError(f"overlapping atoms: two atoms {d:.3f} Å apart (< {min_dist} Å)")
     cell = _spglib_cell(structure)
-    ds = spglib.get_symmetry_dataset(cell, symprec=symprec, angle_tolerance=angle_tolerance)
+    ds = spglib_dataset(cell, symprec=symprec, angle_tolerance=angle_tolerance)
     if ds is None: raise SymmetryError(f"spglib cannot symmetrise this structure at symprec={symprec}")
     n = int(ds.number)
     if sg is not None and n != check_sg(sg):
         raise SymmetryError(f"spglib finds space group {n} at symprec={symprec}, not the requested {sg}")
     G = space_group(n)
-    ds = spglib.get_symmetry_dataset(cell, symprec=symprec, angle_tolerance=angle_tolerance, hall_number=G.hall_number)
+    ds = spglib_dataset(cell, symprec=symprec, angle_tolerance=angle_tolerance, hall_number=G.hall_number)
     if ds is None or int(ds.number) != n:
         raise SymmetryError(f"spglib cannot standardise into Hall setting {G.hall_number} of group {n}")
     lat = np.asarray(ds.std_lattice)
@@ -212,8 +231,9 @@ def origin_shift(sg: int) -> np.ndarray:
     if sg not in ORIGIN_CHOICE_2: return np.zeros(3)
     if sg not in _SHIFTS:
         import itertools, spglib
-        hall = min(h for h in range(1, 531) if spglib.get_spacegroup_type(h).number == sg)
-        db = spglib.get_symmetry_from_database(hall)
+        with spglib_quiet():
+            hall = min(h for h in range(1, 531) if spglib.get_spacegroup_type(h).number == sg)
+            db = spglib.get_symmetry_from_database(hall)
         key = lambda A, t: (tuple(np.rint(A).astype(int).ravel()), tuple(np.rint(np.mod(t, 1.0) * 24).astype(int) % 24))
         ref = {key(A, t) for A, t in zip(db["rotations"], db["translations"])}
         G = space_group(sg)
