@@ -148,10 +148,8 @@ def test_spglib_failure_under_both_error_conventions(monkeypatch, old_handling):
      "SpglibError instead (SPGLIB_OLD_ERROR_HANDLING=0 selects that convention today). Under both, spacegroup_of "
      "gives 0, from_structure a SymmetryError, fingerprints fall back to the per-site path, and no spglib "
      "DeprecationWarning escapes.")
-    import warnings
-    from pymatgen.core import Lattice, Structure
     from neurips25.sgequidiff.metrics import spacegroup_of
-    from neurips25.sgequidiff.representation import SymmetryError, from_structure, spglib_dataset
+    from neurips25.sgequidiff.representation import SymmetryError, spglib_dataset
     monkeypatch.setenv("SPGLIB_OLD_ERROR_HANDLING", old_handling)
     bad = Structure(Lattice.cubic(4.0), ["H", "H"], [[0, 0, 0], [0, 0, 1e-4]])       # spglib: atoms too close
     good = Structure(Lattice.cubic(4.0), ["Na", "Cl"], [[0, 0, 0], [0.5, 0.5, 0.5]])
