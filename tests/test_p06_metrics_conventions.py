@@ -208,3 +208,26 @@ def test_segment_and_train_enhancer_refuse_nan():
         enhance(enh, bad)
     with pytest.raises(TypeError, match="torch tensor"):
         segment(seg, bad.numpy())
+
+
+def test_surfel_nsd_without_scipy_deprecated_namespaces():
+    ("surface-distance 0.1 calls scipy.ndimage.filters.correlate and scipy.ndimage.morphology.distance_transform_edt, "
+     "deprecated aliases that SciPy 2.0 removes: `nsd` points them at scipy.ndimage's own functions, so it warns "
+     "nothing and gives exactly what the unpatched package gives in a fresh interpreter (through the aliases).")
+    import subprocess, warnings
+    rng = np.random.default_rng(7)
+    cases = [(ndi.binary_opening(ndi.gaussian_filter(rng.random(s), 1.5) > 0.5),
+              ndi.binary_opening(ndi.gaussian_filter(rng.random(s), 1.5) > 0.5), sp, tol)
+             for s, sp, tol in (((30, 36), (0.8, 1.7), 2.0), ((10, 16, 18), (2.5, 0.9, 1.3), 2.5))]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        ours = [nsd(p, g, sp, tol) for p, g, sp, tol in cases]
+    assert sdist.metrics.ndimage.filters.correlate is ndi.correlate
+    assert sdist.metrics.ndimage.morphology.distance_transform_edt is ndi.distance_transform_edt
+    code = ("import sys, pickle, warnings; warnings.simplefilter('ignore'); import surface_distance as s; "
+            "cases = pickle.load(sys.stdin.buffer); "
+            "print(repr([s.compute_surface_dice_at_tolerance(s.compute_surface_distances(g, p, sp), t) "
+            "for p, g, sp, t in cases]))")
+    import pickle
+    out = subprocess.run([sys.executable, "-c", code], input=pickle.dumps(cases), capture_output=True, check=True)
+    assert ours == eval(out.stdout.decode()), (ours, out.stdout)

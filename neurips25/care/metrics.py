@@ -2,7 +2,7 @@
 
 # %% ../../nbs/p06_care/02_metrics.ipynb #e300d0b9
 from __future__ import annotations
-import hashlib, warnings
+import hashlib, types, warnings
 from collections import OrderedDict
 import numpy as np
 from ..core import check_int, check_real
@@ -51,6 +51,14 @@ def _surface_distance():
             "nsd(convention='surfel') needs the package surface-distance (DeepMind's surface_distance, the "
             "paper's NSD code): pip install surface-distance; convention='voxel' needs no extra package"
         ) from e
+    sm = surface_distance.metrics
+    if not getattr(sm.ndimage, "_scipy_namespaces", False):
+        # surface-distance 0.1 calls scipy.ndimage.filters.correlate and .morphology.distance_transform_edt:
+        # deprecated aliases of scipy.ndimage's own functions (a DeprecationWarning per call; gone in SciPy 2.0).
+        # Its module sees scipy.ndimage with the two aliases pointing back at it: the same functions, no warning.
+        ns = types.SimpleNamespace(**{k: getattr(ndi, k) for k in ndi.__all__}, _scipy_namespaces=True)
+        ns.filters = ns.morphology = ns
+        sm.ndimage = ns
     return surface_distance
 
 def _nsd_voxel(pred, gt, sp, tolerance):
