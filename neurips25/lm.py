@@ -13,8 +13,13 @@ import numpy as np
 import pandas as pd
 import torch
 import torch.nn.functional as F
-import transformers
-from transformers import AutoModelForCausalLM, GenerationConfig, PreTrainedModel, PreTrainedTokenizerFast
+import warnings
+with warnings.catch_warnings():
+    # huggingface_hub imports tqdm.auto, which in a Jupyter kernel without ipywidgets (papermill's, `make lab`'s)
+    # warns "IProgress not found" once and falls back to the text bar: the bar every run of this project shows.
+    warnings.filterwarnings("ignore", message="IProgress not found")
+    import transformers
+    from transformers import AutoModelForCausalLM, GenerationConfig, PreTrainedModel, PreTrainedTokenizerFast
 
 import neurips25.core as core
 from .core import DataFileError, cached, data_file, get_device, in_test, progress

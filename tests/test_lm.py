@@ -286,3 +286,14 @@ def test_plain_text_keeps_the_full_forward_bit_for_bit(toy):
         mask = tgt != -100
         old = -F.cross_entropy(logits.transpose(1, 2), tgt.masked_fill(~mask, 0), reduction="none") * mask
     assert torch.equal(got, old)
+
+
+def test_import_in_a_jupyter_kernel_shows_no_tqdm_widget_warning():
+    ("huggingface_hub imports tqdm.auto, which in a Jupyter kernel without ipywidgets (papermill's, `make lab`'s) "
+     "warned 'IProgress not found' in every P08/P09 notebook: importing neurips25.lm in a real kernel shows nothing.")
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("import neurips25.lm")])
+    nbclient.NotebookClient(nb, timeout=300, kernel_name="python3").execute()
+    outs = nb.cells[0].outputs
+    assert not [o for o in outs if o.get("name") == "stderr" or o.get("output_type") == "error"], outs

@@ -7,6 +7,7 @@
 * Integer sinograms are reconstructed in float64 (the ramp filter was cast to int: all-zero FBP); NaN images are
   refused by `segment` / `train_enhancer`; a non-integer or non-positive `n_iter` is refused with one message.
 """
+import subprocess
 import sys
 
 import numpy as np
@@ -231,3 +232,12 @@ def test_surfel_nsd_without_scipy_deprecated_namespaces():
     import pickle
     out = subprocess.run([sys.executable, "-c", code], input=pickle.dumps(cases), capture_output=True, check=True)
     assert ours == eval(out.stdout.decode()), (ours, out.stdout)
+
+
+def test_sparse_operator_warns_nothing_in_a_fresh_process():
+    ("torch warns once per process when a sparse CSR tensor is built (beta notice; invariant checks left implicit): "
+     "the operators opt out explicitly, so a fresh process building and applying one raises under -W error.")
+    code = ("import torch; from neurips25.care.operators import ParallelBeam; "
+            "op = ParallelBeam(16, [0.0, 45.0, 90.0]); y = op.forward(torch.rand(1, 16, 16, dtype=torch.float64)); "
+            "assert y.shape[-2:] == (3, 16), y.shape")
+    subprocess.run([sys.executable, "-W", "error", "-c", code], check=True, capture_output=True)

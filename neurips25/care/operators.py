@@ -2,7 +2,7 @@
 
 # %% ../../nbs/p06_care/00a_operators.ipynb #a876a890
 from __future__ import annotations
-import abc, math
+import abc, math, warnings
 import numpy as np
 from ..core import check_int, check_real
 import scipy.sparse as sps
@@ -59,15 +59,20 @@ def _linear_interp_matrix(pos: np.ndarray,     # (P, A) fractional detector inde
 
 # %% ../../nbs/p06_care/00a_operators.ipynb #5b629c8a
 def _to_torch(m: sps.csr_matrix, dtype, device) -> torch.Tensor:
-    "scipy CSR → torch sparse CSR (int32 indices when they fit)."
+    ("scipy CSR → torch sparse CSR (int32 indices when they fit). scipy built a valid CSR, so torch's invariant "
+     "checks are opted out of explicitly (torch warns when the choice is left implicit), and its once-per-process "
+     "notice that sparse CSR support is in beta is not shown.")
     idx = torch.int32 if m.nnz < 2 ** 31 and max(m.shape) < 2 ** 31 else torch.int64
-    return torch.sparse_csr_tensor(
-        torch.from_numpy(m.indptr.astype(np.int64)).to(idx),
-        torch.from_numpy(m.indices.astype(np.int64)).to(idx),
-        torch.from_numpy(m.data.astype(np.float64)).to(dtype),
-        size=m.shape,
-        device=device,
-    )
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")
+        return torch.sparse_csr_tensor(
+            torch.from_numpy(m.indptr.astype(np.int64)).to(idx),
+            torch.from_numpy(m.indices.astype(np.int64)).to(idx),
+            torch.from_numpy(m.data.astype(np.float64)).to(dtype),
+            size=m.shape,
+            device=device,
+            check_invariants=False,
+        )
 
 class _SpMM(torch.autograd.Function):
     "y = M x for a fixed sparse M, with the exact adjoint Mᵀ g in the backward pass."
