@@ -7,8 +7,10 @@
 * Integer sinograms are reconstructed in float64 (the ramp filter was cast to int: all-zero FBP); NaN images are
   refused by `segment` / `train_enhancer`; a non-integer or non-positive `n_iter` is refused with one message.
 """
+import pickle
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -215,7 +217,6 @@ def test_surfel_nsd_without_scipy_deprecated_namespaces():
     ("surface-distance 0.1 calls scipy.ndimage.filters.correlate and scipy.ndimage.morphology.distance_transform_edt, "
      "deprecated aliases that SciPy 2.0 removes: `nsd` points them at scipy.ndimage's own functions, so it warns "
      "nothing and gives exactly what the unpatched package gives in a fresh interpreter (through the aliases).")
-    import subprocess, warnings
     rng = np.random.default_rng(7)
     cases = [(ndi.binary_opening(ndi.gaussian_filter(rng.random(s), 1.5) > 0.5),
               ndi.binary_opening(ndi.gaussian_filter(rng.random(s), 1.5) > 0.5), sp, tol)
@@ -229,7 +230,6 @@ def test_surfel_nsd_without_scipy_deprecated_namespaces():
             "cases = pickle.load(sys.stdin.buffer); "
             "print(repr([s.compute_surface_dice_at_tolerance(s.compute_surface_distances(g, p, sp), t) "
             "for p, g, sp, t in cases]))")
-    import pickle
     out = subprocess.run([sys.executable, "-c", code], input=pickle.dumps(cases), capture_output=True, check=True)
     assert ours == eval(out.stdout.decode()), (ours, out.stdout)
 
