@@ -211,6 +211,11 @@ def test_frechet_distance_closed_form_and_slerp():
     assert abs(frechet_distance(A, B) - 12.0) < 0.3
     with pytest.raises(ValueError, match="NaN"):
         frechet_distance(np.full((3, 2), np.nan), A[:3])
+    # exact on tiny and rank-deficient sets: 1-D two-point sets, (m_a - m_b)^2 + (s_a - s_b)^2 = 1 + (sqrt2 - sqrt8)^2
+    assert abs(frechet_distance([[0.0], [2.0]], [[0.0], [4.0]]) - 3.0) < 1e-14
+    # 5 points in 12-D (rank-2 covariance) against a shifted copy: exactly |shift|^2 (sqrtm(Sa Sb) missed by 2e-7)
+    P, shift = rng.normal(size=(5, 2)) @ rng.normal(size=(2, 12)), rng.normal(size=12)
+    assert abs(frechet_distance(P, P + shift) - shift @ shift) < 1e-12 * (1 + shift @ shift)
     a = torch.tensor([[2.0, 0.0, 0.0]], dtype=F64); b = torch.tensor([[0.0, 0.0, 4.0]], dtype=F64)
     S = slerp_path(a, b, 4)
     assert torch.allclose(S[0, 2], torch.tensor([3 * 2 ** -0.5, 0.0, 3 * 2 ** -0.5], dtype=F64))

@@ -97,17 +97,18 @@ def train_vae(images, channels: int = 2, steps: int = 1500, batch: int = 128, lr
 
 # %% ../../nbs/p11_ebm_geometry/06_digits_vae.ipynb #079dee97
 def frechet_distance(A, B) -> float:
-    "Frechet distance between Gaussians fitted to feature sets A (n, d) and B (m, d)."
-    from scipy import linalg
+    "Frechet distance between Gaussians fitted to feature sets A (n, d) and B (m, d) (the FID formula)."
     A, B = (np.asarray(v, dtype=np.float64).reshape(len(v), -1) for v in (A, B))
     if A.shape[1] != B.shape[1] or min(len(A), len(B)) < 2:
         raise ValueError(f"need >= 2 samples each with equal feature sizes, got {A.shape} and {B.shape}")
     if not (np.isfinite(A).all() and np.isfinite(B).all()): raise ValueError("features contain NaN or inf")
     ma, mb = A.mean(0), B.mean(0)
-    Sa, Sb = np.atleast_2d(np.cov(A, rowvar=False)), np.atleast_2d(np.cov(B, rowvar=False))   # d = 1: np.cov is 0-D
-    covmean = linalg.sqrtm(Sa @ Sb)
-    covmean = covmean.real if np.iscomplexobj(covmean) else covmean
-    return float(((ma - mb) ** 2).sum() + np.trace(Sa + Sb - 2 * covmean))
+    Xa, Xb = A - ma, B - mb                                  # Sa = Xa^T Xa / (n - 1), Sb = Xb^T Xb / (m - 1)
+    na, nb = len(A) - 1, len(B) - 1
+    # tr (Sa Sb)^(1/2) = ||Xb Xa^T||_* / sqrt(na nb) = ||Rb Ra^T||_* / sqrt(na nb) with Xa = Qa Ra, Xb = Qb Rb
+    Ra, Rb = np.linalg.qr(Xa, mode="r"), np.linalg.qr(Xb, mode="r")
+    tr_sqrt = np.linalg.svd(Rb @ Ra.T, compute_uv=False).sum() / np.sqrt(na * nb)
+    return float(((ma - mb) ** 2).sum() + (Xa * Xa).sum() / na + (Xb * Xb).sum() / nb - 2 * tr_sqrt)
 
 def slerp_path(x0, x1, T: int = 64) -> torch.Tensor:
     "Spherical interpolation of directions with linearly interpolated norms; (B, T+1, D)."
