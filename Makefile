@@ -1,7 +1,8 @@
 # neurips25 — the README's commands.
 #   make test       set up .venv, install data, check the library is in sync with nbs/, nbdev_test + pytest (JOBS at once)
 #   make reproduce  set up, then run every registered figure/table notebook at the medium profile -> outputs/REPORT.md
-#                   (only what changed since its last success; FORCE=1 reruns everything, as a timed run from a clone)
+#                   (only what changed since its last success; FORCE=1 reruns everything, as a timed run from a clone;
+#                   EXCLUDE='p09/tab_smollm2_*' leaves those artefacts out, their outputs as they are)
 #   make lab        JupyterLab on the notebooks
 #   make bench      every series' speed benchmark (one thread each) -> outputs/bench.json, README's table
 #   make gpu-check  every gpu: true artefact at its small profile on CUDA -> outputs/gpu-check.json (DEVICE=cpu: on CPU)
@@ -82,7 +83,7 @@ test: setup
 reproduce: setup
 	-@$(MAKE) --no-print-directory data
 	@$(MAKE) --no-print-directory sync
-	$(BIN)/neurips25 reproduce --profile $(PROFILE) --jobs $(JOBS) --device $${DEVICE:-auto}$(if $(FORCE), --force)
+	$(BIN)/neurips25 reproduce --profile $(PROFILE) --jobs $(JOBS) --device $${DEVICE:-auto}$(if $(FORCE), --force)$(foreach e,$(EXCLUDE), --exclude '$(e)')
 
 report: setup
 	$(BIN)/neurips25 report

@@ -51,6 +51,21 @@ def _setup_commands(tmp_path, *make_args) -> list[str]:
     return r.stdout.splitlines()
 
 
+def test_make_reproduce_passes_exclude():
+    "make reproduce EXCLUDE='a b' gives the runner one quoted --exclude per word (make -n: nothing is run)."
+    if not shutil.which("make"):
+        pytest.skip("make is not installed")
+    def line(*args):
+        r = subprocess.run(["make", "-n", "reproduce", *args], cwd=core.REPO_ROOT, capture_output=True, text=True,
+                           timeout=60)
+        assert r.returncode == 0, r.stderr
+        (cmd,) = [c for c in r.stdout.splitlines() if "neurips25 reproduce" in c]
+        return cmd
+    assert "--exclude" not in line()
+    assert line("EXCLUDE=p09/tab_smollm2_* p08/tab_curation").endswith(
+        " --exclude 'p09/tab_smollm2_*'  --exclude 'p08/tab_curation'")
+
+
 def _run_torch_report(cmds, tmp_path, cuda: str | None) -> subprocess.CompletedProcess:
     "Run setup's torch report against a stand-in torch module (a CUDA or a CPU build)."
     fake = tmp_path / ("cuda" if cuda else "cpu")

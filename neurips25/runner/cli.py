@@ -87,11 +87,15 @@ def cmd_reproduce(args) -> int:
         raise RunnerError("--scheduler needs --executor dask")
     broken = {}
     jobs = plan(args.targets, args.profile, parse_sets(args.set), args.device, args.force, args.root, args.outputs,
-                args.executor, broken)
+                args.executor, broken, args.exclude)
     if not args.targets:
         _warn_broken("reproduce", broken)
     for j in jobs:
         print(j.line())
+    if args.exclude:
+        left = select(load_registry(args.root), args.exclude)
+        print(f"excluded (--exclude): {len(left)} run(s), their outputs left as they are: "
+              + ", ".join(a.id for a in left))
     print(plan_estimate(jobs, args.jobs))
     status = 2 if broken and not args.targets else 0
     if args.dry_run:
@@ -144,6 +148,9 @@ def _reproduce_args(r: argparse.ArgumentParser):
     r.add_argument("--wait-workers", type=seconds(allow_zero=True), default=60.0, metavar="SECONDS",
                    help="with --executor dask: how long to wait for workers (one with a GPU, if needed) to join "
                         "before giving up (default 60; batch jobs may wait longer in the queue)")
+    r.add_argument("--exclude", action="append", metavar="TARGET",
+                   help="leave out these series or artefacts (same forms as the targets, globs included; repeatable), "
+                        "e.g. --exclude 'p09/tab_smollm2_*'")
     r.add_argument("--force", action="store_true", help="rerun even if unchanged since the last success")
     r.add_argument("--dry-run", action="store_true",
                    help="check and print the plan, with what a run still needs here ([needs CUDA]); run nothing")

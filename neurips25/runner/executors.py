@@ -172,6 +172,7 @@ def plan(selectors: list[str] | None = None,  # series/artefact names (empty: al
          root: Path | None = None, outputs: Path | None = None,
          executor: str = "local",             # local | dask
          broken: dict | None = None,          # filled with {series folder: error} of runs.yaml files that were skipped
+         exclude: list[str] | None = None,    # selectors to leave out (--exclude), e.g. 'p09/tab_smollm2_*'
         ) -> list[Job]:
     "Check the selected runs and decide, for each, whether it must run and what it still needs to run here."
     if profile not in PROFILES:
@@ -181,7 +182,7 @@ def plan(selectors: list[str] | None = None,  # series/artefact names (empty: al
     reg = load_registry(root, errors=errs, require=True)
     if broken is not None:
         broken.update(errs)
-    arts = select(reg, selectors, errs)
+    arts = select(reg, selectors, errs, exclude)
     if not arts:
         raise RunnerError("nothing to run: no valid nbs/*/runs.yaml found" + "".join(f"\n{e}" for e in errs.values()))
     overrides = dict(overrides or {})

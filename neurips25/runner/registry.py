@@ -372,8 +372,15 @@ def _match_series(reg: list[Series], name: str) -> Series | None:
 def select(reg: list[Series],              # the registry
            selectors: list[str] | None,    # series or artefact names (or globs: p09/tab_smollm2_*); empty: all
            errors: dict | None = None,     # broken series from load_registry(errors=...), named in messages
+           exclude: list[str] | None = None,  # selectors (same syntax) to leave out; each must name something
           ) -> list[Artefact]:
-    "The artefacts named by `selectors`, in registry order, without duplicates."
+    "The artefacts named by `selectors`, in registry order, without duplicates, less those `exclude` names."
+    if exclude:
+        dropped = {a.id for a in select(reg, exclude, errors)}    # a mistyped exclusion fails like a mistyped target
+        kept = [a for a in select(reg, selectors, errors) if a.id not in dropped]
+        if not kept:
+            raise RunnerError(f"every selected artefact is excluded (--exclude {' '.join(exclude)})")
+        return kept
     if not selectors:
         return [a for s in reg for a in s.artefacts]
     chosen = []
